@@ -1,0 +1,66 @@
+# RL for language models, Labs 11 & 12.  `make help` lists the targets.
+# Everything runs inside .venv at the repo root, created on first use.
+
+SHELL  := /bin/bash
+VENV   := .venv
+BIN    := $(CURDIR)/$(VENV)/bin
+PY     := $(BIN)/python
+export PATH := $(BIN):$(PATH)
+STAMP  := $(VENV)/.installed
+LABS   := lab11 lab12
+LAB    ?= lab11
+PORT   ?= 8888
+
+.PHONY: help setup lab test test-fast release autograde feedback grades bench science sft browser clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# torch first, pinned: its CPU build is what every course machine runs
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)  ## create .venv with the pinned packages and course_utils (editable)
+
+lab: setup  ## open JupyterLab on the labs (release notebooks and the start-here notebook)
+	$(BIN)/jupyter lab --notebook-dir=$(CURDIR) --port=$(PORT) notebooks/00_start_here.ipynb
+
+browser:  ## install Debian's chromium for the browser tests when it is missing
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium is missing: install it (apt-get install chromium) to run the browser tests"; fi; }
+
+test: setup browser  ## run every test: course_utils, labs, mutants, nbgrader lifecycle, browser
+	$(PY) -m pytest -q
+
+test-fast: setup  ## the unit tests only (seconds)
+	$(PY) -m pytest -q -m "not slow"
+
+release: setup  ## regenerate release/ from source/ (run after editing a lab)
+	for lab in $(LABS); do $(BIN)/nbgrader generate_assignment $$lab --force --create; done
+
+autograde: setup  ## TA: grade every collected submission in submitted/ (LAB=lab11|lab12)
+	$(BIN)/nbgrader autograde $(LAB)
+
+feedback: setup  ## TA: write feedback HTML for every autograded submission (LAB=...)
+	$(BIN)/nbgrader generate_feedback $(LAB)
+
+grades: setup  ## TA: export every grade to grades.csv
+	$(BIN)/nbgrader export --to grades.csv
+
+bench: setup  ## time every path students, TAs and instructors wait on
+	$(PY) benchmarks/bench.py
+
+science: setup  ## Lab 12's experiments over 5 seeds, checked against the course's criteria
+	$(PY) benchmarks/science.py
+
+sft: setup  ## rebuild the shipped SFT checkpoint (deterministic, a few seconds)
+	$(PY) -m course_utils.build_sft
+
+clean:  ## remove grading products (keeps .venv)
+	rm -rf submitted autograded feedback exchange gradebook.db grades.csv artifacts .pytest_cache

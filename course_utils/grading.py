@@ -1,0 +1,162 @@
+"""Checks for the labs' test cells: messages that teach, comparisons a student cannot fool.
+
+Every check raises ``AssertionError`` with three things a student needs: what was expected, what
+came back, and -- when the answer matches a known mistake -- what that mistake probably was.
+
+The comparison functions are bound when this module is imported (in the lab's first cell), so a
+notebook that later reassigns ``torch.allclose``, ``numpy.testing`` or ``math.isclose`` does not
+change how it is graded. Answers are converted to plain float64 arrays before any comparison, so an
+object whose ``==`` is always true is rejected rather than trusted.
+"""
+
+import contextlib
+import numbers
+
+import numpy as np
+
+# bound at import time: later monkeypatching of the public names does not reach these
+_asarray = np.asarray
+_abs = np.abs
+_isnan = np.isnan
+_isposinf = np.isposinf
+_isneginf = np.isneginf
+_array_equal = np.array_equal
+_ndarray = np.ndarray
+_errstate = np.errstate
+_float64 = np.float64
+
+
+class AnswerError(AssertionError):
+    """A check failed; the message explains what was expected and what came back."""
+
+
+def _fail(name, message):
+    raise AnswerError(f"{name}: {message}")
+
+
+def to_array(value, name="your answer"):
+    """``value`` (tensor, array, number, list) as a float64 numpy array, or a clear AnswerError."""
+    if value is None:
+        _fail(name, "returned None -- did you forget the `return` statement?")
+    if hasattr(value, "detach") and hasattr(value, "cpu"):          # a torch tensor
+        value = value.detach().cpu()
+        if value.dtype.is_complex:
+            _fail(name, "returned a complex tensor; expected real numbers")
+        value = value.double().numpy()
+    if isinstance(value, _ndarray):
+        if value.dtype == object or not (np.issubdtype(value.dtype, np.number) or value.dtype == bool):
+            _fail(name, f"returned an array of {value.dtype}; expected numbers")
+        return value.astype(_float64)
+    if isinstance(value, (bool, numbers.Real)):
+        return _asarray(float(value), dtype=_float64)
+    if isinstance(value, (list, tuple)):
+        try:
+            return _asarray([to_array(v, name) for v in value], dtype=_float64)
+        except (ValueError, TypeError):
+            _fail(name, "returned a ragged list; expected a rectangular array of numbers")
+    _fail(name, f"returned a {type(value).__name__}; expected a tensor, array or number")
+
+
+def _fmt(a):
+    a = _asarray(a)
+    if a.size <= 12:
+        return np.array2string(a, precision=4, suppress_small=True, separator=", ")
+    return f"array of shape {a.shape}, first entries {np.array2string(a.ravel()[:6], precision=4, separator=', ')}"
+
+
+def _close(got, expected, atol, rtol):
+    """Elementwise closeness with matching nan and +-inf positions (no warnings)."""
+    if got.shape != expected.shape:
+        return False
+    with _errstate(all="ignore"):
+        same_special = (_array_equal(_isnan(got), _isnan(expected))
+                        and _array_equal(_isposinf(got), _isposinf(expected))
+                        and _array_equal(_isneginf(got), _isneginf(expected)))
+        if not same_special:
+            return False
+        finite = ~(_isnan(expected) | _isposinf(expected) | _isneginf(expected))
+        diff = _abs(got[finite] - expected[finite])
+        return bool((diff <= atol + rtol * _abs(expected[finite])).all())
+
+
+def assert_close(got, expected, name, atol=1e-5, rtol=1e-4, mistakes=None, hint=None):
+    """Check ``got`` against ``expected`` (same shape, close values, same nan/inf positions).
+
+    Args:
+        got:      the student's answer (tensor, array, number).
+        expected: the right answer.
+        name:     what is checked, e.g. ``"response_logprobs(logits, ids, 5)"``.
+        mistakes: optional {description: what that mistake returns}; on failure, the first
+                  description whose value matches ``got`` is named as the likely mistake.
+        hint:     a general hint printed when no known mistake matches.
+    """
+    got = to_array(got, name)
+    expected = to_array(expected, "expected")
+    if _close(got, expected, atol, rtol):
+        return
+    lines = [f"expected {_fmt(expected)}", f"but got {_fmt(got)}"]
+    if got.shape != expected.shape:
+        lines.append(f"(shape {got.shape} instead of {expected.shape})")
+    else:
+        with _errstate(all="ignore"):
+            if (_isnan(got) != _isnan(expected)).any():
+                lines.append("(nan where a number was expected, or the other way round)")
+            else:
+                diff = _abs(got - expected)
+                diff = diff[~_isnan(diff)]
+                if diff.size:
+                    lines.append(f"(largest difference {diff.max():.3g})")
+    for description, value in (mistakes or {}).items():
+        if _close(got, to_array(value, "mistake"), atol, rtol):
+            lines.append(f"Likely mistake: {description}.")
+            break
+    else:
+        if hint:
+            lines.append(f"Hint: {hint}.")
+    _fail(name, "\n  ".join(lines))
+
+
+def assert_true(condition, name, message):
+    """Fail with ``message`` unless ``condition`` is exactly the bool True (or a true numpy bool)."""
+    if not (isinstance(condition, (bool, np.bool_)) and bool(condition) is True):
+        _fail(name, message)
+
+
+def assert_equal_list(got, expected, name, mistakes=None, hint=None):
+    """Check a list of plain values (e.g. tuples of ints) for exact equality, element by element."""
+    if not isinstance(got, (list, tuple)):
+        _fail(name, f"returned a {type(got).__name__}; expected a list")
+    try:
+        got_plain = [tuple(int(x) for x in item) if isinstance(item, (list, tuple)) else int(item)
+                     for item in got]
+    except (TypeError, ValueError):
+        _fail(name, f"returned {got!r}; expected a list like {expected!r}")
+    if type(got_plain) is list and len(got_plain) == len(expected) and all(
+            type(g) is type(e) and g == e for g, e in zip(got_plain, expected)):
+        return
+    lines = [f"expected {expected!r}", f"but got {got_plain!r}"]
+    for description, value in (mistakes or {}).items():
+        if got_plain == list(value):
+            lines.append(f"Likely mistake: {description}.")
+            break
+    else:
+        if hint:
+            lines.append(f"Hint: {hint}.")
+    _fail(name, "\n  ".join(lines))
+
+
+@contextlib.contextmanager
+def needs(task):
+    """Run an explore cell, turning "not implemented yet" into a friendly one-line message.
+
+        with needs("Task 4 (tilted_optimum)"):
+            show_tilted_optimum_slider(...)
+
+    If a student function still raises NotImplementedError, prints
+    ``Finish Task 4 (tilted_optimum) first, then run this cell again.`` instead of a traceback.
+    """
+    try:
+        yield
+    except NotImplementedError:
+        print(f"Finish {task} first, then run this cell again.")
+

@@ -1,0 +1,68 @@
+"""nbgrader configuration of the course (read by every `nbgrader` command run in this folder).
+
+Each setting below answers a pitfall listed in the course's design notes. A mistake in this file
+must not go unnoticed: nbgrader only logs an exception in its config and carries on with a partial
+configuration, so any error here stops the process with a message instead.
+"""
+
+import os
+import sys
+import traceback
+
+try:
+    from pathlib import Path
+
+    from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+    from nbgrader import preprocessors as pp
+
+    from course_utils.nbgrader_plugins import ClearWidgetState, HideTestCode
+
+    c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
+    here = Path(__file__).resolve().parent
+
+    # -- the course and where everything lives (absolute, whatever the working directory)
+    c.CourseDirectory.course_id = "rl-for-llms"
+    c.CourseDirectory.root = str(here)
+    c.CourseDirectory.source_directory = "source"
+    c.CourseDirectory.release_directory = "release"
+    c.CourseDirectory.submitted_directory = "submitted"
+    c.CourseDirectory.autograded_directory = "autograded"
+    c.CourseDirectory.feedback_directory = "feedback"
+    c.CourseDirectory.db_url = os.environ.get("NBGRADER_DB_URL", f"sqlite:///{here / 'gradebook.db'}")
+    # only notebooks are copied into release/: a .py next to a lab would carry its solutions along
+    c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.py"]
+
+    # -- students see a stub that fails loudly, not an empty cell
+    c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+    c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+
+    # -- release: no outputs and no widget state (stale images of a solution run would leak)
+    c.GenerateAssignment.preprocessors = [
+        pp.IncludeHeaderFooter, pp.InstantiateTests, pp.LockCells, pp.ClearSolutions, pp.ClearOutput,
+        ClearWidgetState, pp.CheckCellMetadata, pp.ComputeChecksums, pp.SaveCells, pp.ClearHiddenTests,
+        pp.ClearMarkScheme, pp.ComputeChecksums, pp.CheckCellMetadata]
+
+    # -- autograde: a cell may run for 60 s (an infinite loop costs one timeout per cell that
+    #    calls it); a deleted or re-typed test cell is restored from the gradebook
+    c.Execute.timeout = 60
+    c.Execute.interrupt_on_timeout = True
+    c.Execute.allow_errors = True
+    c.OverwriteCells.add_missing_cells = True
+    # any stderr in a grade cell scores 0: drop Python warnings, which never mean a wrong answer
+    c.IgnorePattern.enabled = True
+    c.IgnorePattern.pattern = r"(?s)^(?:[^\n]*(?:Warning|warnings\.warn)[^\n]*\n?(?:  [^\n]*\n?)*)+$"
+
+    # -- feedback: hidden tests stay hidden (no source, no traceback that quotes them)
+    c.GenerateFeedback.preprocessors = [pp.GetGrades, pp.ClearHiddenTests, HideTestCode,
+                                        CSSHTMLHeaderPreprocessor]
+
+    # -- the local exchange (a JupyterHub course sets its own root and db_url, see README)
+    c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", str(here / "exchange"))
+    c.CollectApp.check_owner = False
+except Exception:  # noqa: BLE001 -- any error in this file must stop nbgrader, loudly
+    traceback.print_exc()
+    print("nbgrader_config.py is broken (see above); refusing to run with a partial configuration.",
+          file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(3)
