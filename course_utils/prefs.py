@@ -14,7 +14,7 @@ import torch.nn as nn
 from course_utils.tinylm import EOS, MAX_NEW, PAD, answer_tokens, encode_prompts, make_batch, sample, \
     supervised_loss
 
-KAPPA = 1.0   # labeler's confidence: P(w preferred to l) = sigmoid(KAPPA * (gold_w - gold_l))
+KAPPA = 0.3   # labeler confidence: P(w preferred to l) = sigmoid(KAPPA * (gold_w - gold_l))
 
 
 # ----------------------------------------------------------------------------- the hidden labeler
