@@ -1,0 +1,228 @@
+"""Grade notebooks with the real nbgrader, on a temporary copy of the course.
+
+    course = course_copy(tmp_path)                       # nbgrader_config.py, source/, release/
+    subs = {"alice": solved_submission("lab11"),
+            "bob": solved_submission("lab11", edits={"kl_solution": [("p * ", "q * ")]}),
+            "carol": blank_submission("lab11"),
+            "dave": "{ not json"}                       # a str is written as is
+    grades = autograde(course, "lab11", subs)           # ONE `nbgrader autograde lab11` for all
+    grades["bob"]["test_kl"]  -> 0.0
+    max_scores(course, "lab11") -> {"test_kl": 2.0, ...}
+
+Scores come from nbgrader's gradebook (per grade cell: the manual score if a TA gave one, else the
+automatic one). A submission that nbgrader could not grade at all (e.g. not valid JSON) maps to an
+empty dict and is listed, with nbgrader's error lines, in ``grades.ungradable``; ``grades.log`` holds
+nbgrader's whole output.
+
+nbgrader runs from the course's virtual environment (its bin/ first on PATH: nbgrader calls
+alembic), with NBGRADER_DB_URL and NBGRADER_EXCHANGE removed so that a copy never touches a real
+gradebook or exchange. Any sign of a broken nbgrader_config.py fails the call.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+REPO = Path(__file__).resolve().parents[1]      # where source/ and release/ are read from
+LABS = ("lab11", "lab12")
+BIN = Path(sys.executable).parent               # the venv that runs pytest also runs nbgrader
+
+_MARKER = re.compile(r"^\s*(?:###\s*)?(?:BEGIN|END) SOLUTION\s*$")
+_CONFIG_BROKEN = ("Exception while loading config file", "nbgrader_config.py is broken")
+
+
+class NbgraderError(RuntimeError):
+    """An nbgrader command failed as a whole (not one student's submission)."""
+
+
+class Grades(dict):
+    """{student: {grade_id: score}}, plus ``log`` (nbgrader's output) and ``ungradable``
+    ({student: nbgrader's error lines} for submissions that could not be graded at all)."""
+
+    def __init__(self, *args, log="", ungradable=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.log = log
+        self.ungradable = dict(ungradable or {})
+
+
+def _env():
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env.pop("NBGRADER_DB_URL", None)
+    env.pop("NBGRADER_EXCHANGE", None)
+    env.setdefault("PYTHONWARNINGS", "ignore")      # keeps nbgrader's own log readable
+    return env
+
+
+def nbgrader(course, *args, check=True, timeout=None, env=None):
+    """Run ``nbgrader *args`` in ``course``; returns (returncode, stdout+stderr as one text).
+
+    Raises NbgraderError when the configuration failed to load, or (check=True) on a non-zero exit.
+    """
+    proc = subprocess.run([str(BIN / "nbgrader"), *map(str, args)], cwd=course,
+                          env={**_env(), **(env or {})}, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    out = proc.stdout
+    if any(line in out for line in _CONFIG_BROKEN):
+        raise NbgraderError(f"nbgrader_config.py failed to load in {course}:\n{out}")
+    if check and proc.returncode != 0:
+        raise NbgraderError(f"`nbgrader {' '.join(map(str, args))}` exited {proc.returncode}:\n{out}")
+    return proc.returncode, out
+
+
+def db_url(course):
+    return f"sqlite:///{Path(course) / 'gradebook.db'}"
+
+
+def course_copy(tmp_path, labs=LABS):
+    """A fresh course in ``tmp_path/course``: the config, source/ and release/ of the repo, with
+    ``generate_assignment`` run for each lab (which also records the labs in a new gradebook)."""
+    course = Path(tmp_path) / "course"
+    course.mkdir(parents=True)
+    shutil.copy2(REPO / "nbgrader_config.py", course / "nbgrader_config.py")
+    for folder in ("source", "release"):
+        if (REPO / folder).is_dir():
+            shutil.copytree(REPO / folder, course / folder,
+                            ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    for lab in labs:
+        if (course / "source" / lab).is_dir():
+            nbgrader(course, "generate_assignment", lab, "--force")
+    return course
+
+
+def _read(folder, lab):
+    return nbformat.read(str(REPO / folder / lab / f"{lab}.ipynb"), as_version=4)
+
+
+def _grading(cell):
+    return cell.metadata.get("nbgrader", {})
+
+
+def blank_submission(lab):
+    """The release notebook of ``lab`` exactly as students get it."""
+    return _read("release", lab)
+
+
+def solution_text(lab):
+    """{grade_id: the instructor's solution as a student would write it} for every solution cell
+    of the SOURCE notebook (the BEGIN/END SOLUTION marker lines removed)."""
+    texts = {}
+    for cell in _read("source", lab).cells:
+        meta = _grading(cell)
+        if meta.get("solution"):
+            lines = [ln for ln in cell.source.splitlines() if not _MARKER.match(ln)]
+            texts[meta["grade_id"]] = "\n".join(lines)
+    return texts
+
+
+def solved_submission(lab, edits=None):
+    """The release notebook with every solution cell filled from the source's solution.
+
+    ``edits`` = {grade_id: [(old, new), ...]} replaces (str.replace, every occurrence) ``old`` by
+    ``new`` in that cell's solution text -- a mutant. Each ``old`` must occur, each grade_id exist.
+    """
+    texts = solution_text(lab)
+    for gid, pairs in (edits or {}).items():
+        assert gid in texts, f"{lab}: no solution cell {gid!r} (have {sorted(texts)})"
+        for old, new in pairs:
+            assert old in texts[gid], f"{lab}/{gid}: {old!r} does not occur in the solution:\n{texts[gid]}"
+            texts[gid] = texts[gid].replace(old, new)
+    nb = _read("release", lab)
+    filled = set()
+    for cell in nb.cells:
+        meta = _grading(cell)
+        if meta.get("solution"):
+            assert meta["grade_id"] in texts, f"{lab}: release cell {meta['grade_id']!r} not in source"
+            cell.source = texts[meta["grade_id"]]
+            filled.add(meta["grade_id"])
+    missing = set(texts) - filled
+    assert not missing, f"{lab}: solution cells missing from release/: {sorted(missing)}"
+    return nb
+
+
+def _write(path, submission):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(submission, (str, bytes)):
+        path.write_bytes(submission.encode() if isinstance(submission, str) else submission)
+    else:
+        nbformat.write(submission, str(path))
+
+
+def autograde(course, lab, submissions, timeout=None):
+    """Write submitted/<student>/<lab>/<lab>.ipynb for each student, run ONE ``nbgrader autograde``
+    and return Grades {student: {grade_id: score}} read from the gradebook.
+
+    Students graded by earlier calls on the same course are not regraded (nbgrader skips existing
+    autograded/ folders); a student named again is replaced.
+    """
+    course = Path(course)
+    for student, submission in submissions.items():
+        for step in ("submitted", "autograded", "feedback"):
+            shutil.rmtree(course / step / student / lab, ignore_errors=True)
+        _write(course / "submitted" / student / lab / f"{lab}.ipynb", submission)
+    _, log = nbgrader(course, "autograde", lab, check=False, timeout=timeout)
+
+    from nbgrader.api import Gradebook, MissingEntry
+
+    grades, ungradable = {}, {}
+    failed = set(re.findall(rf"error processing assignment '{re.escape(lab)}' for student '([^']+)'", log))
+    with Gradebook(db_url(course)) as gb:
+        for student in submissions:
+            graded = (course / "autograded" / student / lab / f"{lab}.ipynb").exists()
+            if student in failed or not graded:
+                grades[student] = {}
+                ungradable[student] = _errors_about(log, student, lab)
+                continue
+            try:
+                nb = gb.find_submission_notebook(lab, lab, student)
+            except MissingEntry:
+                grades[student] = {}
+                ungradable[student] = _errors_about(log, student, lab)
+                continue
+            grades[student] = {g.name: float(g.score) for g in nb.grades if g.max_score > 0}
+    return Grades(grades, log=log, ungradable=ungradable)
+
+
+def _errors_about(log, student, lab):
+    """nbgrader's ERROR lines (and what follows them) about one student's submission."""
+    blocks, keep = [], False
+    for line in log.splitlines():
+        if line.startswith("[") and "]" in line:
+            keep = "ERROR" in line.split("]")[0] and (student in line or keep)
+            if "error processing assignment" in line:
+                keep = f"/{student}/{lab}" in line or f"'{student}'" in line
+        if keep:
+            blocks.append(line)
+    if not blocks:
+        return f"no autograded notebook for {student} (see grades.log)"
+    causes = [ln.strip() for ln in blocks if re.match(r"^\s*[\w.]+(Error|Exception|Exit)\b.*:", ln)]
+    return "\n".join(causes[-1:] + blocks)
+
+
+def max_scores(course, lab):
+    """{grade_id: points} of every graded cell of ``lab``, as the gradebook records them."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url(course)) as gb:
+        nb = gb.find_notebook(lab, lab)
+        return {c.name: float(c.max_score) for c in nb.grade_cells if c.max_score > 0}
+
+
+def total(scores):
+    return sum(scores.values())
+
+
+__all__ = ["course_copy", "solved_submission", "blank_submission", "autograde", "max_scores",
+           "solution_text", "nbgrader", "db_url", "Grades", "NbgraderError", "total", "LABS", "REPO"]
+
+if __name__ == "__main__":     # quick manual check: python tests/nbgrader_harness.py /tmp/x lab11
+    tmp, lab = Path(sys.argv[1]), sys.argv[2]
+    c = course_copy(tmp)
+    print(json.dumps(autograde(c, lab, {"solved": solved_submission(lab),
+                                        "blank": blank_submission(lab)}), indent=1))
