@@ -1,0 +1,350 @@
+"""The exact KL-regularized optimum of Lab 12's toy, by enumerating every response.
+
+A response is at most ``MAX_NEW = 4`` tokens drawn from the 13 tokens the LM may emit (digits,
+'+', '=', EOS); EOS ends it, and so does the fourth token. So each prompt has a finite response
+tree, small enough to walk completely:
+
+    depth d = 0..3   states: the prompt plus d non-EOS tokens, S_d = 12**d of them (1885 in all)
+    action a = 0..12 the next token ACTIONS[a]: tokens 0..11, then EOS (column EOS_COL = 12)
+
+Taking action a in state s of depth d leads to state s * 12 + a of depth d + 1 when a < 12 and
+d < 3; otherwise the response is complete (EOS, or a fourth token) and gets its reward. Everything
+on the tree is stored as a list of four tensors indexed by depth ("tree tensors"):
+
+    logp[d]     (P, S_d, 13)  log pi(a | x, s): a policy's next-token log-probs (BOS, PAD forbidden)
+    rewards[d]  (P, S_d, 13)  the reward of the complete response (s, a); 0 where it is not complete
+    TERMINAL[d] (13,)         which actions complete a response at depth d
+
+The KL-regularized objective J(pi) = E_pi[r] - beta KL(pi || pi_ref) has the optimum
+pi*(y|x) = pi_ref(y|x) exp(r(x,y) / beta) / Z(x). Token by token it is built from soft values,
+computed backwards from the leaves:
+
+    V(s) = beta * log sum_a pi_ref(a|s) exp(Q(s,a) / beta),   Q(s,a) = r(s,a) if (s,a) is complete,
+                                                                        V(s * 12 + a) otherwise
+    pi*(a|s) = pi_ref(a|s) exp((Q(s,a) - V(s)) / beta),       log Z(x) = V(root) / beta,  J* = V(root)
+
+Everything is done in log space in float64, so beta may go down to 1e-3. Usage:
+
+    tree = ResponseTree.build()                        # all 100 prompts "a+b=", a response tree each
+    ref_logp = tree.logprobs(sft)                      # one batched pass per depth, all prompts
+    rewards = tree.rm_rewards(rm, rm_offset)           # r(y) = rm(digit_counts(y)) - rm_offset
+    opt = exact_optimum(tree, ref_logp, rewards, beta=0.1)
+    opt.objective, opt.stats.gold, opt.stats.kl        # J*, E_pi*[gold], KL(pi* || pi_ref)
+    policy_stats(tree, tree.logprobs(ppo_policy), ref_logp, rewards, 0.1, optimum=opt)
+
+or in one line: ``exact_optimum_of(sft, rm, rm_offset, beta=0.1)``. A beta slider keeps ``tree``,
+``ref_logp`` and ``rewards`` and calls only ``exact_optimum`` (the backward pass, tens of ms).
+"""
+
+from dataclasses import dataclass, field
+import math
+
+import torch
+import torch.nn.functional as F
+
+from course_utils.prefs import digit_counts, gold_score
+from course_utils.tinylm import EOS, MAX_NEW, PAD, PROMPT_LEN, TOKENS, encode_prompts
+
+ACTIONS = torch.tensor(list(range(12)) + [EOS])       # the 13 tokens a response may contain
+N_ACTIONS = len(ACTIONS)                               # 13
+N_CONT = 12                                            # actions that continue a response (not EOS)
+EOS_COL = 12                                           # the column of EOS among the actions
+DEPTHS = range(MAX_NEW)                                # 0..3
+TERMINAL = [torch.arange(N_ACTIONS) == EOS_COL for _ in range(MAX_NEW - 1)] + [torch.ones(N_ACTIONS, dtype=torch.bool)]
+ALL_PROMPTS = [f"{a}+{b}=" for a in range(10) for b in range(10)]
+
+
+def n_states(d):
+    """Number of states at depth d: the 12**d prefixes of d non-EOS tokens."""
+    return N_CONT ** d
+
+
+# ----------------------------------------------------------------------------- the tree
+class ResponseTree:
+    """Every response to each of P prompts, as per-depth tensors (see the module docstring).
+
+    Attributes:
+        prompts     list of P prompt strings
+        prompt_ids  (P, 5) long
+        gold        tree tensors (P, S_d, 13): the labeler's gold score of each complete response
+        digits      tree tensors (P, S_d, 13): its number of digits
+    """
+
+    def __init__(self, prompts, chunk=25):
+        self.prompts = list(prompts)
+        self.prompt_ids, _ = encode_prompts(self.prompts)
+        self.P = len(self.prompts)
+        self.chunk = chunk                                      # prompts per batched pass (memory)
+        self._resp, self._mask = _all_responses()
+        self.gold = self.score(gold_score)
+        self.digits = self.score(lambda out: digit_counts(out).sum(1))
+
+    @classmethod
+    def build(cls, prompts=None):
+        """The tree of every prompt in ``prompts`` (default: all 100 prompts of the toy)."""
+        return cls(ALL_PROMPTS if prompts is None else prompts)
+
+    def _chunks(self):
+        for i in range(0, self.P, self.chunk):
+            yield self.prompt_ids[i:i + self.chunk]
+
+    @torch.no_grad()
+    def logprobs(self, model):
+        """Next-token log-probs of ``model`` at every state: tree tensors (P, S_d, 13), float64.
+
+        The distribution ``tinylm.sample`` draws from at temperature 1 (BOS and PAD forbidden).
+        One batched forward per depth (all states of that depth, a chunk of prompts at a time),
+        reusing the keys and values of each state's prefix.
+        """
+        parts = [[] for _ in DEPTHS]
+        for ids in self._chunks():
+            for d, logits in enumerate(_tree_logits(model, ids)):
+                parts[d].append(F.log_softmax(logits[..., ACTIONS].double(), dim=-1))
+        return [torch.cat(p) for p in parts]
+
+    @torch.no_grad()
+    def score(self, fn):
+        """Apply ``fn(rollout) -> (N,)`` to every complete response: tree tensors, 0 elsewhere.
+
+        ``fn`` sees ordinary rollouts (ids, prompt_len, mask) as ``tinylm.sample`` returns them,
+        e.g. ``gold_score`` or ``lambda out: rm(digit_counts(out)) - rm_offset``.
+        """
+        sizes = [n_states(d) * N_ACTIONS for d in DEPTHS]
+        parts = [[] for _ in DEPTHS]
+        for ids in self._chunks():
+            c, R = ids.shape[0], self._resp.shape[0]
+            out = {"ids": torch.cat([ids[:, None].expand(c, R, PROMPT_LEN), self._resp.expand(c, R, MAX_NEW)],
+                                    dim=2).reshape(c * R, -1),
+                   "prompt_len": PROMPT_LEN, "mask": self._mask.repeat(c, 1)}
+            values = fn(out).double().view(c, R)
+            for d, v in enumerate(values.split(sizes, dim=1)):
+                parts[d].append(v.view(c, n_states(d), N_ACTIONS) * TERMINAL[d])
+        return [torch.cat(p) for p in parts]
+
+    def rm_rewards(self, rm, rm_offset=0.0):
+        """r(y) = rm(digit_counts(y)) - rm_offset for every complete response, as train_rlhf scores."""
+        return self.score(lambda out: rm(digit_counts(out)) - rm_offset)
+
+    def response_text(self, d, s, a):
+        """Text of the response (state s of depth d, then action a), e.g. ``"12<eos>"``."""
+        toks = [(s // N_CONT ** (d - 1 - i)) % N_CONT for i in range(d)] + [int(ACTIONS[a])]
+        return "".join(TOKENS[t] for t in toks)
+
+    def top_responses(self, logp, prompt, k=5):
+        """The k most likely complete responses of a policy to one prompt: [(text, prob), ...]."""
+        p = self.prompts.index(prompt)
+        cands = []
+        for d, path in enumerate(path_logprobs(logp)):
+            lp = path[p].masked_fill(~TERMINAL[d], float("-inf")).flatten()
+            top = lp.topk(min(k, lp.numel()))
+            cands += [(v, d, i // N_ACTIONS, i % N_ACTIONS) for v, i in zip(top.values.tolist(), top.indices.tolist())]
+        cands.sort(reverse=True)
+        return [(self.response_text(d, s, a), math.exp(v)) for v, d, s, a in cands[:k]]
+
+
+def _all_responses():
+    """Every (state, action) pair of every depth as a padded response: ids and mask (R, 4).
+
+    R = 13 * (1 + 12 + 144 + 1728) = 24505, ordered by depth, then state, then action.
+    """
+    resp, mask = [], []
+    for d in DEPTHS:
+        S = n_states(d)
+        prefix = torch.cartesian_prod(*[torch.arange(N_CONT)] * d).view(S, d) if d else torch.zeros(1, 0, dtype=torch.long)
+        r = torch.full((S, N_ACTIONS, MAX_NEW), PAD)
+        r[:, :, :d] = prefix[:, None]
+        r[:, :, d] = ACTIONS
+        m = torch.zeros(S, N_ACTIONS, MAX_NEW)
+        m[:, :, :d + 1] = 1.0
+        resp.append(r.view(-1, MAX_NEW))
+        mask.append(m.view(-1, MAX_NEW))
+    return torch.cat(resp), torch.cat(mask)
+
+
+# ----------------------------------------------------------------------------- batched forward passes
+def _heads(z, n_heads):
+    """(N, L, d) -> (N, h, L, d / h)."""
+    N, L, d = z.shape
+    return z.view(N, L, n_heads, d // n_heads).transpose(1, 2)
+
+
+def _run_blocks(model, x, cache):
+    """TinyLM's blocks on new positions x (N, L_new, d), after cached keys/values of the prefix.
+
+    cache: None, or per block (k, v), each (N, h, L_old, d / h). Returns (x, new cache).
+    """
+    new_cache = []
+    for i, block in enumerate(model.blocks):
+        N, L, d = x.shape
+        q, k, v = (_heads(z, block.n_heads) for z in block.qkv(block.ln1(x)).split(d, dim=2))
+        if cache is not None:
+            k, v = torch.cat([cache[i][0], k], dim=2), torch.cat([cache[i][1], v], dim=2)
+        att = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None)   # new positions see all
+        x = x + block.proj(att.transpose(1, 2).reshape(N, L, d))
+        x = x + block.mlp(block.ln2(x))
+        new_cache.append((k, v))
+    return x, new_cache
+
+
+def _tree_logits(model, prompt_ids):
+    """Next-token logits (c, S_d, V) at every state of depth d = 0..3, for c prompts (c, 5).
+
+    Incremental decoding: depth 0 runs the prompts; each deeper level runs one new position per
+    state (all 12 continuations of every parent, in one batch) on top of its parent's keys/values.
+    """
+    c = prompt_ids.shape[0]
+    x = model.tok(prompt_ids) + model.pos(torch.arange(PROMPT_LEN))            # (c, 5, d)
+    x, cache = _run_blocks(model, x, None)
+    logits = [model.head(model.ln_f(x[:, -1:]))]                                 # (c, 1, V)
+    for d in range(1, MAX_NEW):
+        n_parents = c * n_states(d - 1)
+        cache = [(k.repeat_interleave(N_CONT, 0), v.repeat_interleave(N_CONT, 0)) for k, v in cache]
+        tok = ACTIONS[:N_CONT].repeat(n_parents)                                 # (c * S_d,)
+        x = (model.tok(tok) + model.pos.weight[PROMPT_LEN + d - 1])[:, None]      # (c * S_d, 1, d)
+        x, cache = _run_blocks(model, x, cache)
+        logits.append(model.head(model.ln_f(x[:, -1])).view(c, n_states(d), -1))
+    return logits
+
+
+# ----------------------------------------------------------------------------- policies on the tree
+def reach_logprobs(logp):
+    """log P_pi(reach state s | x): tree tensors (P, S_d), 0 at the root."""
+    states = [torch.zeros_like(logp[0][..., 0])]                                # (P, 1)
+    for d in range(MAX_NEW - 1):
+        step = states[d][..., None] + logp[d][..., :N_CONT]                      # (P, S_d, 12)
+        states.append(step.reshape(step.shape[0], -1))                           # (P, S_{d+1})
+    return states
+
+
+def path_logprobs(logp):
+    """log pi(s, a | x): log-prob of reaching state s and then taking a. Tree tensors (P, S_d, 13).
+
+    At complete responses this is the sequence log-prob log pi(y | x) = sum_t log pi(y_t | x, y_<t).
+    """
+    return [s[..., None] + lp for s, lp in zip(reach_logprobs(logp), logp)]
+
+
+def response_probs(logp):
+    """pi(y | x) of every complete response: tree tensors (P, S_d, 13), 0 where not complete.
+
+    Sums to 1 over the tree of each prompt.
+    """
+    return [path.exp() * TERMINAL[d] for d, path in enumerate(path_logprobs(logp))]
+
+
+def expectation(probs, values):
+    """E_pi[values(y)] per prompt: (P,), from probs = response_probs(logp) and tree tensors of values."""
+    return sum((p * v).sum(dim=(1, 2)) for p, v in zip(probs, values))
+
+
+def kl_divergence(logp, other_logp):
+    """KL(pi || q) per prompt: (P,), in nats per response, accumulated token by token.
+
+    KL = sum over states s of P_pi(reach s) * KL(pi(.|s) || q(.|s)): a sum of nonnegative terms.
+    """
+    per_state = [(lp.exp() * (lp - lq)).sum(-1) for lp, lq in zip(logp, other_logp)]     # (P, S_d)
+    return sum((r.exp() * k).sum(-1) for r, k in zip(reach_logprobs(logp), per_state))
+
+
+# ----------------------------------------------------------------------------- results
+@dataclass
+class Stats:
+    """Exact expectations of one policy, averaged over the tree's prompts (uniform, as make_batch).
+
+    reward     E[r] with r = rm(digit_counts(y)) - rm_offset: the RM score WITH the offset
+               subtracted, the quantity train_rlhf logs as hist["rm"]
+    kl         KL(pi || pi_ref), nats per response (train_rlhf's hist["kl"] estimates it)
+    objective  J(pi) = reward - beta * kl
+    gold       E[gold_score];  acc  P(exact answer);  malformed  P(gold < 0);  digits  E[#digits]
+    kl_to_opt  KL(pi || pi*) when the optimum was given, else None; equals (J* - J(pi)) / beta
+    per_prompt the same quantities per prompt, (P,) tensors
+    """
+    beta: float
+    reward: float
+    kl: float
+    objective: float
+    gold: float
+    acc: float
+    malformed: float
+    digits: float
+    kl_to_opt: float = None
+    per_prompt: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Optimum:
+    """The exact optimum pi* of J at one beta.
+
+    logp       tree tensors (P, S_d, 13): log pi*(a | s), usable wherever a policy's logp is
+    values     tree tensors (P, S_d): soft values V(s)
+    log_z      (P,) log Z(x);  objective  J* = mean over prompts of beta * log Z(x)
+    stats      policy_stats of pi* itself (its objective equals J*)
+    """
+    beta: float
+    logp: list
+    values: list
+    log_z: torch.Tensor
+    objective: float
+    stats: Stats
+
+
+def soft_values(ref_logp, rewards, beta):
+    """The backward pass: (values, logp) of the optimum, tree tensors (P, S_d) and (P, S_d, 13)."""
+    if not beta > 0:
+        raise ValueError(f"beta must be > 0 (beta -> 0 is the argmax of the reward), got {beta}")
+    values, logp = [None] * MAX_NEW, [None] * MAX_NEW
+    for d in reversed(DEPTHS):
+        q = rewards[d]
+        if d + 1 < MAX_NEW:                                   # continuing actions lead to V(child)
+            child = values[d + 1].view(q.shape[0], n_states(d), N_CONT)
+            q = torch.cat([child, q[..., N_CONT:]], dim=-1)
+        z = ref_logp[d] + q / beta                             # (P, S_d, 13)
+        lse = torch.logsumexp(z, dim=-1)                       # (P, S_d)
+        values[d] = beta * lse
+        logp[d] = z - lse[..., None]
+    return values, logp
+
+
+def exact_optimum(tree, ref_logp, rewards, beta):
+    """pi* = pi_ref exp(r / beta) / Z on every prompt of ``tree``, with its statistics.
+
+    Args:
+        tree: a ResponseTree of P prompts; ref_logp: tree.logprobs(reference model);
+        rewards: tree tensors, e.g. tree.rm_rewards(rm, rm_offset); beta: float > 0.
+    Returns:
+        an Optimum (log_z (P,), objective J*, logp of pi*, stats of pi*).
+    """
+    values, logp = soft_values(ref_logp, rewards, beta)
+    log_z = values[0][:, 0] / beta
+    stats = policy_stats(tree, logp, ref_logp, rewards, beta)
+    return Optimum(beta, logp, values, log_z, float(values[0][:, 0].mean()), stats)
+
+
+def policy_stats(tree, logp, ref_logp, rewards, beta, optimum=None):
+    """Exact E[r], KL(pi || pi_ref), J, gold, accuracy (and KL(pi || pi*)) of a policy.
+
+    Args:
+        logp: tree.logprobs(policy) (or an Optimum's logp); the rest as in exact_optimum;
+        optimum: an Optimum at the same beta, to also get KL(pi || pi*).
+    """
+    probs = response_probs(logp)
+    mean = lambda values: expectation(probs, values)
+    pp = {"reward": mean(rewards), "kl": kl_divergence(logp, ref_logp), "gold": mean(tree.gold),
+          "acc": mean([(g == 1).double() for g in tree.gold]),
+          "malformed": mean([(g < 0).double() for g in tree.gold]), "digits": mean(tree.digits)}
+    pp["objective"] = pp["reward"] - beta * pp["kl"]
+    if optimum is not None:
+        pp["kl_to_opt"] = kl_divergence(logp, optimum.logp)
+    means = {k: float(v.mean()) for k, v in pp.items()}
+    return Stats(beta=beta, per_prompt=pp, **means)
+
+
+def exact_optimum_of(ref_model, rm, rm_offset, beta, prompts=None):
+    """One line from models to the optimum: build the tree, run the reference model, solve."""
+    tree = ResponseTree.build(prompts)
+    return exact_optimum(tree, tree.logprobs(ref_model), tree.rm_rewards(rm, rm_offset), beta)
+
+
+__all__ = ["ACTIONS", "TERMINAL", "ALL_PROMPTS", "ResponseTree", "reach_logprobs", "path_logprobs", "response_probs",
+           "expectation", "kl_divergence", "Stats", "Optimum", "soft_values", "exact_optimum",
+           "policy_stats", "exact_optimum_of"]

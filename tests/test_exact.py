@@ -1,0 +1,206 @@
+"""The exact optimum of Lab 12's toy (course_utils.exact) against brute force and its own identities."""
+
+import itertools
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course_utils.exact import (ACTIONS, ALL_PROMPTS, TERMINAL, ResponseTree, exact_optimum, exact_optimum_of,
+                                path_logprobs, policy_stats, response_probs)
+from course_utils.prefs import DigitRM, digit_counts, gold_score
+from course_utils.tinylm import BOS, EOS, PAD, TinyLM, encode_prompts, load_sft, sample, sequence_logprobs
+
+PROMPTS = ["7+5=", "3+4=", "0+0="]
+OFFSET = 0.4
+
+
+@pytest.fixture(scope="module")
+def sft():
+    return load_sft()
+
+
+@pytest.fixture(scope="module")
+def rm():
+    rm = DigitRM()
+    with torch.no_grad():
+        rm.w.copy_(torch.linspace(0.05, 0.35, 10))       # positive weights, like the fitted RM
+    return rm
+
+
+@pytest.fixture(scope="module")
+def setup(sft, rm):
+    tree = ResponseTree.build(PROMPTS)
+    return tree, tree.logprobs(sft), tree.rm_rewards(rm, OFFSET)
+
+
+def locate(out, row):
+    """(depth, state, action) of a rollout's row in the response tree."""
+    toks = [int(t) for t, m in zip(out["ids"][row, out["prompt_len"]:], out["mask"][row]) if m > 0]
+    state = 0
+    for t in toks[:-1]:
+        state = state * 12 + t
+    return len(toks) - 1, state, ACTIONS.tolist().index(toks[-1])
+
+
+def test_tree_matches_sampling_logprobs_and_scores(setup, sft, rm):
+    tree, ref, rewards = setup
+    torch.manual_seed(0)
+    out = sample(sft, PROMPTS * 40)
+    seq = sequence_logprobs(sft, out).sum(1)
+    score = rm(digit_counts(out)) - OFFSET
+    gold = gold_score(out)
+    paths = path_logprobs(ref)
+    for row in range(len(seq)):
+        d, s, a = locate(out, row)
+        p = row % len(PROMPTS)
+        assert TERMINAL[d][a]
+        assert abs(paths[d][p, s, a] - seq[row]) < 1e-4
+        assert abs(rewards[d][p, s, a] - score[row]) < 1e-5
+        assert tree.gold[d][p, s, a] == gold[row]
+
+
+def test_incremental_decoding_matches_the_full_forward_for_deeper_models():
+    torch.manual_seed(1)
+    model = TinyLM(n_layers=2)
+    tree = ResponseTree.build(["9+9="])
+    logp = tree.logprobs(model)
+    out = sample(model, ["9+9="] * 50)
+    seq = sequence_logprobs(model, out).sum(1)
+    paths = path_logprobs(logp)
+    for row in range(50):
+        d, s, a = locate(out, row)
+        assert abs(paths[d][0, s, a] - seq[row]) < 1e-4
+
+
+@torch.no_grad()
+def brute_force(model, prompt, w, offset, beta):
+    """pi* = pi_ref exp(r / beta) / Z by listing every response, one forward per prefix, in plain Python."""
+    ids, _ = encode_prompts([prompt])
+    allowed = [t for t in range(15) if t not in (BOS, PAD)]
+    cache = {}
+
+    def next_logp(prefix):
+        if prefix not in cache:
+            logits = model(torch.cat([ids, torch.tensor([prefix], dtype=torch.long).view(1, -1)], 1))[0, -1]
+            logits = logits.double()
+            lse = math.log(sum(math.exp(logits[t]) for t in allowed))
+            cache[prefix] = {t: float(logits[t]) - lse for t in allowed}
+        return cache[prefix]
+
+    responses = []
+    for n in range(1, 5):
+        for body in itertools.product([t for t in allowed if t != EOS], repeat=n - 1):
+            for last in allowed:
+                if n < 4 and last != EOS:
+                    continue                                   # not complete: it goes on
+                responses.append(body + (last,))
+    answer = str(int(prompt[0]) + int(prompt[2]))
+    rows = []
+    for y in responses:
+        logp = sum(next_logp(y[:t])[y[t]] for t in range(len(y)))
+        r = sum(w[t] for t in y if t < 10) - offset
+        text = "".join(str(t) if t < 10 else "?" for t in y if t != EOS)
+        ended = y[-1] == EOS
+        if ended and text == answer:
+            gold = 1.0
+        elif ended and 1 <= len(text) <= 2 and "?" not in text:
+            gold = 0.0
+        else:
+            gold = -1.0
+        rows.append((logp, r, gold))
+    tilted = [lp + r / beta for lp, r, _ in rows]
+    m = max(tilted)
+    log_z = m + math.log(sum(math.exp(t - m) for t in tilted))
+    probs = [math.exp(t - log_z) for t in tilted]
+    return {"n": len(rows), "log_z": log_z, "sum": sum(probs),
+            "reward": sum(p * r for p, (_, r, _) in zip(probs, rows)),
+            "kl": sum(p * (t - log_z - lp) for p, t, (lp, _, _) in zip(probs, tilted, rows)),
+            "gold": sum(p * g for p, (_, _, g) in zip(probs, rows)),
+            "acc": sum(p for p, (_, _, g) in zip(probs, rows) if g == 1)}
+
+
+def test_optimum_equals_brute_force(setup, sft, rm):
+    tree, ref, rewards = setup
+    beta = 0.05
+    opt = exact_optimum(tree, ref, rewards, beta)
+    bf = brute_force(sft, PROMPTS[0], rm.w.tolist(), OFFSET, beta)
+    assert bf["n"] == sum(int(t.sum()) * 12 ** d for d, t in enumerate(TERMINAL)) == 22621
+    assert abs(bf["sum"] - 1) < 1e-9
+    pp = opt.stats.per_prompt
+    assert abs(opt.log_z[0] - bf["log_z"]) < 1e-4
+    for key in ["reward", "kl", "gold", "acc"]:
+        assert abs(pp[key][0] - bf[key]) < 1e-4, (key, pp[key][0], bf[key])
+    assert abs(pp["objective"][0] - beta * bf["log_z"]) < 1e-5     # J(pi*) = beta log Z
+
+
+def test_token_level_product_is_the_sequence_level_optimum(setup):
+    tree, ref, rewards = setup
+    beta = 0.2
+    opt = exact_optimum(tree, ref, rewards, beta)
+    for d, (lp_opt, lp_ref, r) in enumerate(zip(path_logprobs(opt.logp), path_logprobs(ref), rewards)):
+        target = lp_ref + r / beta - opt.log_z[:, None, None]         # log pi_ref(y) + r(y)/beta - log Z
+        done = TERMINAL[d]
+        assert torch.allclose(lp_opt[..., done], target[..., done], atol=1e-9)
+
+
+def perturbed(sft, scale, seed):
+    torch.manual_seed(seed)
+    model = TinyLM()
+    model.load_state_dict(sft.state_dict())
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(scale * torch.randn_like(p))
+    return model
+
+
+@pytest.mark.parametrize("beta", [0.02, 0.1, 1.0])
+def test_the_optimum_beats_every_other_policy(setup, sft, beta):
+    tree, ref, rewards = setup
+    opt = exact_optimum(tree, ref, rewards, beta)
+    assert abs(opt.stats.objective - opt.objective) < 1e-9
+    assert opt.stats.kl >= 0
+    torch.manual_seed(3)
+    others = {"sft": ref,
+              "fresh": tree.logprobs(TinyLM()),
+              "perturbed": tree.logprobs(perturbed(sft, 0.05, 4)),
+              "cold": [F.log_softmax(lp / 0.5, -1) for lp in ref],
+              "hot": [F.log_softmax(lp / 2.0, -1) for lp in ref],
+              "greedy-ish": [F.log_softmax(lp / 0.05, -1) for lp in ref]}
+    for name, logp in others.items():
+        s = policy_stats(tree, logp, ref, rewards, beta, optimum=opt)
+        gap = opt.stats.per_prompt["objective"] - s.per_prompt["objective"]
+        assert (gap >= -1e-9).all(), name
+        # J* - J(pi) = beta * KL(pi || pi*), prompt by prompt
+        assert torch.allclose(gap, beta * s.per_prompt["kl_to_opt"], atol=1e-7), name
+    self_stats = policy_stats(tree, opt.logp, ref, rewards, beta, optimum=opt)
+    assert abs(self_stats.kl_to_opt) < 1e-9
+
+
+@pytest.mark.parametrize("beta", [1e-3, 3e-3, 1e-2, 10.0, 1e3])
+def test_stable_for_every_beta(setup, beta):
+    tree, ref, rewards = setup
+    opt = exact_optimum(tree, ref, rewards, beta)
+    for t in opt.logp + opt.values + [opt.log_z]:
+        assert torch.isfinite(t).all()
+    total = sum(p.sum(dim=(1, 2)) for p in response_probs(opt.logp))
+    assert torch.allclose(total, torch.ones(len(PROMPTS), dtype=torch.float64), atol=1e-9)
+    for lp in opt.logp:                                                # each state's distribution sums to 1
+        assert torch.allclose(lp.exp().sum(-1), torch.ones_like(lp[..., 0]), atol=1e-9)
+    s = opt.stats
+    assert all(math.isfinite(v) for v in [s.reward, s.kl, s.objective, s.gold, s.acc])
+    best = torch.stack([torch.where(TERMINAL[d], r, -torch.inf).flatten(1).max(1).values
+                        for d, r in enumerate(rewards)]).max(0).values
+    if beta <= 1e-3:
+        assert (best - s.per_prompt["reward"] < 0.05).all()             # beta -> 0: the RM's argmax
+    if beta >= 1e3:
+        assert s.kl < 1e-5                                               # beta -> inf: pi_ref itself
+
+
+def test_one_liner_on_all_prompts(sft, rm):
+    opt = exact_optimum_of(sft, rm, OFFSET, 0.1)
+    assert opt.log_z.shape == (len(ALL_PROMPTS),) and len(ALL_PROMPTS) == 100
+    assert -1 <= opt.stats.gold <= 1 and 0 <= opt.stats.acc <= 1
+    with pytest.raises(ValueError):
+        exact_optimum_of(sft, rm, OFFSET, 0.0, prompts=PROMPTS[:1])
