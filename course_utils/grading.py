@@ -16,6 +16,7 @@ import numpy as np
 
 # bound at import time: later monkeypatching of the public names does not reach these
 _asarray = np.asarray
+_array = np.array
 _abs = np.abs
 _isnan = np.isnan
 _isposinf = np.isposinf
@@ -46,7 +47,7 @@ def to_array(value, name="your answer"):
     if isinstance(value, _ndarray):
         if value.dtype == object or not (np.issubdtype(value.dtype, np.number) or value.dtype == bool):
             _fail(name, f"returned an array of {value.dtype}; expected numbers")
-        return value.astype(_float64)
+        return _array(value, dtype=_float64, subok=False)   # a plain copy: no subclass keeps its operators
     if isinstance(value, (bool, numbers.Real)):
         return _asarray(float(value), dtype=_float64)
     if isinstance(value, (list, tuple)):
