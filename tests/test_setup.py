@@ -1,0 +1,73 @@
+"""Set-up: pins agree, the package imports on its own, nbgrader's config loads (and fails loudly if broken)."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def pyproject_pins():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return sorted(project["dependencies"] + project["optional-dependencies"]["dev"])
+
+
+def test_environment_yml_has_the_same_pins_as_pyproject():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    deps = env["dependencies"]
+    assert "python=3.11" in deps and "pip" in deps
+    pip = next(d["pip"] for d in deps if isinstance(d, dict) and "pip" in d)
+    assert "-e ." in pip, "environment.yml must install course_utils editable (-e .)"
+    assert sorted(p for p in pip if p != "-e .") == pyproject_pins()
+
+
+def test_every_pin_is_exact():
+    assert all("==" in p for p in pyproject_pins())
+
+
+def test_makefile_installs_the_pinned_torch():
+    torch_pin = next(p for p in pyproject_pins() if p.startswith("torch=="))
+    assert f"pip install --quiet {torch_pin}" in (ROOT / "Makefile").read_text()
+
+
+def test_course_utils_imports_in_a_fresh_interpreter(tmp_path):
+    res = subprocess.run([sys.executable, "-c", "import course_utils.tinylm, course_utils.prefs, "
+                          "course_utils.twotoken, course_utils.grading; print(course_utils.tinylm.__file__)"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == ""                                  # not even a warning
+    assert Path(res.stdout.strip()).resolve().parent == ROOT / "course_utils"   # the editable install
+
+
+def run_nbgrader(folder):
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("NBGRADER_DB_URL", None)
+    return subprocess.run([str(BIN / "nbgrader"), "db", "student", "list"], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_nbgrader_config_loads_cleanly(tmp_path):
+    shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
+    res = run_nbgrader(tmp_path)
+    output = res.stdout + res.stderr
+    assert res.returncode == 0, output
+    assert "Exception while loading config file" not in output
+    assert "is broken" not in output
+    assert (tmp_path / "gradebook.db").exists()             # the course root follows the config's folder
+
+
+def test_broken_nbgrader_config_fails_loudly(tmp_path):
+    text = (ROOT / "nbgrader_config.py").read_text()
+    assert "c.Execute.timeout = 60" in text
+    (tmp_path / "nbgrader_config.py").write_text(text.replace("c.Execute.timeout = 60",
+                                                              "c.Execute.timeout = sixty_seconds"))
+    res = run_nbgrader(tmp_path)
+    assert res.returncode != 0
+    assert "sixty_seconds" in res.stderr and "nbgrader_config.py is broken" in res.stderr
+    assert not (tmp_path / "gradebook.db").exists()          # nothing ran with a partial configuration
