@@ -71,3 +71,41 @@ def test_broken_nbgrader_config_fails_loudly(tmp_path):
     assert res.returncode != 0
     assert "sixty_seconds" in res.stderr and "nbgrader_config.py is broken" in res.stderr
     assert not (tmp_path / "gradebook.db").exists()          # nothing ran with a partial configuration
+
+
+# ----------------------------------------------------------------------------- the start-here notebook
+START_HERE = ROOT / "notebooks" / "00_start_here.ipynb"
+
+
+def test_start_here_expects_the_pinned_versions():
+    import nbformat
+
+    nb = nbformat.read(START_HERE, as_version=4)
+    source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    for pin in pyproject_pins():
+        name, wanted = pin.split("==")
+        if f'"{name}":' in source:
+            assert f'"{name}": "{wanted}"' in source, f"00_start_here.ipynb expects another {name} than {wanted}"
+    assert '"torch": "2.13.0"' in source
+
+
+def test_start_here_is_saved_without_outputs():
+    import nbformat
+
+    nb = nbformat.read(START_HERE, as_version=4)
+    assert "widgets" not in nb.metadata
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None
+
+
+def test_start_here_runs(tmp_path):
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(START_HERE, as_version=4)
+    NotebookClient(nb, timeout=60, kernel_name="python3",
+                   resources={"metadata": {"path": str(START_HERE.parent)}}).execute()
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "All set." in text and "As expected." in text
+    assert not any(o.output_type == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
