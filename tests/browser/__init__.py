@@ -1,0 +1,1 @@
+"""Browser tests: the labs in JupyterLab, driven in headless chromium."""

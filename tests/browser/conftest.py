@@ -1,0 +1,189 @@
+"""Fixtures for the browser tests: Debian's chromium driven by Playwright, one JupyterLab per session.
+
+The server runs the repository's own Jupyter (the interpreter running pytest) on a free loopback port,
+with a random token, on a temporary copy of the notebooks, and with settings that keep the screen
+quiet (no news pop-up, no update check) and every cell in the page (no windowing).
+
+Without chromium the tests are skipped, unless COURSE_REQUIRE_BROWSER=1 (set by .ci/run): then they fail.
+"""
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "artifacts" / "browser"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+# what the server serves: notebooks as students and instructors open them
+COPIED = ["source", "release", "notebooks"]
+# JupyterLab user settings for a quiet, fully rendered notebook: {plugin id: settings}
+SETTINGS = {
+    "@jupyterlab/apputils-extension:notification": {
+        "fetchNews": "false", "checkForUpdates": False, "doNotDisturbMode": True},
+    "@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"},
+    "@jupyterlab/extensionmanager-extension:plugin": {"enabled": False},
+}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: takes more than a few seconds")
+    config.addinivalue_line("markers", "browser: drives JupyterLab in a real browser (chromium)")
+
+
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _skip_or_fail(reason):
+    if os.environ.get("COURSE_REQUIRE_BROWSER") == "1":
+        pytest.fail(reason + " (COURSE_REQUIRE_BROWSER=1: the browser tests must run)", pytrace=False)
+    pytest.skip(reason)
+
+
+def _chromium_or_skip():
+    if not Path(CHROMIUM).exists():
+        _skip_or_fail(f"{CHROMIUM} not found: install Debian's chromium (make browser) to run the browser tests")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless chromium for the session (Playwright gives each launch a fresh profile)."""
+    executable = _chromium_or_skip()
+    try:
+        from playwright import sync_api
+    except ImportError:
+        _skip_or_fail("Playwright for Python is not installed (make setup installs the dev extras)")
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="session")
+def lab_server(tmp_path_factory):
+    """A fresh JupyterLab on a temporary copy of the notebooks: yields {"url", "token", "root"}."""
+    _chromium_or_skip()           # no browser, no need for a server
+    tmp = tmp_path_factory.mktemp("jlab")
+    root = tmp / "course"
+    for name in COPIED:
+        if (REPO / name).is_dir():
+            shutil.copytree(REPO / name, root / name,
+                            ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    settings = tmp / "settings"
+    for plugin, values in SETTINGS.items():     # <dir>/@scope/extension/plugin.jupyterlab-settings
+        package, name = plugin.split(":")
+        (settings / package).mkdir(parents=True, exist_ok=True)
+        (settings / package / f"{name}.jupyterlab-settings").write_text(json.dumps(values))
+    for d in ("workspaces", "runtime", "config", "data"):
+        (tmp / d).mkdir()
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NBGRADER")}  # full runs, not autograde ones
+    env.update(
+        JUPYTERLAB_SETTINGS_DIR=str(settings),
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
+        JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
+        JUPYTER_CONFIG_DIR=str(tmp / "config"),     # ignore the user's own Jupyter config
+        MPLBACKEND="module://matplotlib_inline.backend_inline",
+        PYTHONUNBUFFERED="1",
+    )
+    env.pop("JUPYTER_TOKEN", None)
+    token = secrets.token_hex(16)
+    port = _free_port()
+    jupyter = [sys.executable, "-m", "jupyter", "lab"]
+    log = open(tmp / "server.log", "w")
+    proc = subprocess.Popen(
+        jupyter + ["--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1", f"--port={port}",
+                   "--ServerApp.port_retries=0", f"--ServerApp.token={token}",
+                   f"--ServerApp.root_dir={root}"],
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited with {proc.returncode}:\n"
+                                   + (tmp / "server.log").read_text()[-3000:])
+            try:
+                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("jupyter lab did not answer within 90 s:\n"
+                                   + (tmp / "server.log").read_text()[-3000:])
+            time.sleep(0.5)
+        yield {"url": url, "token": token, "root": root, "log": tmp / "server.log"}
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)     # the server and the kernels it started
+            proc.wait(timeout=15)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        log.close()
+
+
+@pytest.fixture
+def page(browser, request):
+    """A fresh browser page (own context) for one test; a screenshot is saved when the test fails."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    yield pg
+    failed = getattr(request.node, "rep_call", None)
+    if failed is not None and failed.failed:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shot = ARTIFACTS / f"FAILED-{request.node.name.replace('/', '_')}.png"
+        try:
+            pg.screenshot(path=str(shot))
+            print(f"\nscreenshot of the failure: {shot}")
+        except Exception as exc:   # the page may be gone
+            print(f"\nno screenshot of the failure: {exc}")
+    context.close()
+
+
+def _api(server, method, path):
+    req = urllib.request.Request(f"{server['url']}{path}", method=method,
+                                 headers={"Authorization": f"token {server['token']}"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        body = r.read()
+    return json.loads(body) if body else None
+
+
+@pytest.fixture
+def lab_page(lab_server, page):
+    """(page, server) for one notebook test; its kernels are shut down afterwards."""
+    yield page, lab_server
+    try:
+        for kernel in _api(lab_server, "GET", "/api/kernels"):
+            _api(lab_server, "DELETE", f"/api/kernels/{kernel['id']}")
+    except OSError as exc:
+        print(f"\ncould not shut down the kernels: {exc}")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    rep = yield
+    if rep.when == "call":
+        item.rep_call = rep
+    return rep

@@ -1,0 +1,140 @@
+"""The labs as students meet them: JupyterLab in headless chromium.
+
+- Each lab with its solutions (the source notebook): Run All finishes without an error, every slider
+  moves, its readout shows the new value and its plot re-draws. Screenshots: artifacts/browser/.
+- Each release notebook (nothing filled in), run cell by cell past the failing tests as a student
+  would: the explore cells print "Finish Task N first" instead of a traceback; only the student's own
+  solution and test cells may show one.
+- The start-here notebook runs clean.
+"""
+
+import re
+
+import pytest
+
+from . import jlab
+from .conftest import REPO
+from .jlab import step
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+LABS = ["lab11", "lab12"]
+RUN_ALL_TIMEOUT_S = 600          # Lab 12 runs its PPO experiments: about 1-2 minutes on a laptop
+CELL_TIMEOUT_S = 180
+FRIENDLY = re.compile(r"Finish Task \d+.* first")
+BETA = re.compile(r"^(beta|β)", re.I)
+TEMPERATURE = re.compile(r"^(T|temperature|τ)\b", re.I)
+
+
+def notebook(relpath):
+    path = REPO / relpath
+    if not path.exists():
+        pytest.fail(f"{relpath} is missing", pytrace=False)
+    cells = jlab.notebook_cells(path)
+    return path, cells
+
+
+def check_kernelspec(path):
+    import nbformat
+    spec = nbformat.read(str(path), as_version=4).metadata.get("kernelspec", {})
+    assert spec.get("name") == "python3", \
+        f"{path.name}: kernelspec {spec!r}; without python3 JupyterLab asks students to pick a kernel"
+
+
+def errors_by_cell(page):
+    """{cell index: text of its stderr/traceback outputs}."""
+    return {i: jlab.describe([o for o in outs if jlab.is_error(o)])
+            for i, outs in enumerate(jlab.outputs(page)) if any(jlab.is_error(o) for o in outs)}
+
+
+def assert_all_ran_clean(page, cells, what):
+    prompts = jlab.prompts(page)
+    not_run = [i for i, c in enumerate(cells) if c.cell_type == "code" and not re.search(r"\[\d+\]", prompts[i] or "")]
+    errors = errors_by_cell(page)
+    if errors:
+        raise AssertionError(f"{what}: error output in cell(s) {sorted(errors)}:\n" + "\n".join(
+            f"--- cell {i}:\n{text}" for i, text in errors.items()))
+    if not_run:
+        raise AssertionError(f"{what}: code cells {not_run} did not run (prompts {[prompts[i] for i in not_run]})")
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_solution_notebook_runs_and_sliders_redraw(lab_page, lab):
+    page, server = lab_page
+    relpath = f"source/{lab}/{lab}.ipynb"
+    path, cells = notebook(relpath)
+    check_kernelspec(path)
+    with step(page, f"{lab} (solutions): open {relpath} and wait for '(ipykernel) | Idle'", lab):
+        jlab.open_notebook(page, server, relpath)
+    with step(page, f"{lab} (solutions): Run All", lab):
+        jlab.run_all(page, RUN_ALL_TIMEOUT_S)
+    with step(page, f"{lab} (solutions): every code cell ran without error output", lab):
+        assert_all_ran_clean(page, cells, f"{lab} with solutions")
+
+    n = jlab.sliders(page).count()
+    with step(page, f"{lab} (solutions): a beta slider and a temperature slider are shown", lab):
+        labels = [jlab.slider_state(jlab.sliders(page).nth(k))["label"] for k in range(n)]
+        assert any(BETA.search(x) for x in labels), f"no beta slider among {labels}"
+        assert any(TEMPERATURE.search(x) for x in labels), f"no temperature slider among {labels}"
+    for k in range(n):
+        slider = jlab.sliders(page).nth(k)
+        label = labels[k]
+        with step(page, f"{lab} (solutions): move slider {k} ({label!r}), readout and plot update", lab):
+            before, after = jlab.move_slider(page, slider)
+            print(f"[browser]   {label}: {before['readout']} -> {after['readout']}, "
+                  f"{'new plot image' if before['imgs'] else 'new table'} (cell {before['cell']})")
+        jlab.show_view(page, slider)
+        name = f"{lab}-slider{k}-{re.sub(r'[^A-Za-z0-9]+', '', label) or 'slider'}"
+        print(f"[browser]   screenshot {jlab.shot(page, name)}")
+    jlab.show_view(page, jlab.sliders(page).first)
+    jlab.shot(page, lab)
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_release_notebook_says_finish_task_first(lab_page, lab):
+    page, server = lab_page
+    relpath = f"release/{lab}/{lab}.ipynb"
+    path, cells = notebook(relpath)
+    check_kernelspec(path)
+    with step(page, f"{lab} (release): open {relpath}", f"{lab}-release"):
+        jlab.open_notebook(page, server, relpath)
+    with step(page, f"{lab} (release): run every cell in order, going on past failing tests", f"{lab}-release"):
+        jlab.run_each_cell(page, CELL_TIMEOUT_S)
+
+    outs = jlab.outputs(page)
+    errors = errors_by_cell(page)
+    student = {i for i, c in enumerate(cells)
+               if c.get("metadata", {}).get("nbgrader", {}).get("solution")
+               or c.get("metadata", {}).get("nbgrader", {}).get("grade")}
+    explore = [i for i, c in enumerate(cells) if "explore" in jlab.tags(c)]
+    friendly = [i for i in explore if any(FRIENDLY.search(o["text"]) for o in outs[i])]
+    with step(page, f"{lab} (release): tracebacks only in the student's solution and test cells", f"{lab}-release"):
+        stray = {i: t for i, t in errors.items() if i not in student}
+        if stray:
+            raise AssertionError("traceback or stderr outside solution/test cells:\n" + "\n".join(
+                f"--- cell {i} ({'explore' if i in explore else jlab.grade_id(cells[i]) or 'given code'}):\n{t}"
+                for i, t in stray.items()))
+    with step(page, f"{lab} (release): explore cells say 'Finish Task N first'", f"{lab}-release"):
+        assert explore, "no cell tagged 'explore'"
+        assert friendly, f"no explore cell (cells {explore}) printed 'Finish Task N first'"
+        for i in friendly:
+            msg = next(m.group(0) for o in outs[i] for m in [FRIENDLY.search(o["text"])] if m)
+            print(f"[browser]   cell {i}: {msg}")
+        assert errors, "no test cell failed on the unfilled notebook"
+    jlab.scroll_to_top(page, jlab.cells(page).nth(friendly[0]))
+    jlab.shot(page, f"{lab}-release")
+
+
+def test_start_here_runs_clean(lab_page):
+    page, server = lab_page
+    relpath = "notebooks/00_start_here.ipynb"
+    path, cells = notebook(relpath)
+    check_kernelspec(path)
+    with step(page, f"start here: open {relpath}", "start"):
+        jlab.open_notebook(page, server, relpath)
+    with step(page, "start here: Run All", "start"):
+        jlab.run_all(page, RUN_ALL_TIMEOUT_S)
+    with step(page, "start here: every code cell ran without error output", "start"):
+        assert_all_ran_clean(page, cells, "the start-here notebook")
+    jlab.scroll_to_top(page, jlab.cells(page).first)
+    jlab.shot(page, "start_here")
