@@ -11,6 +11,7 @@ object whose ``==`` is always true is rejected rather than trusted.
 
 import contextlib
 import numbers
+import warnings
 
 import numpy as np
 
@@ -160,4 +161,17 @@ def needs(task):
         yield
     except NotImplementedError:
         print(f"Finish {task} first, then run this cell again.")
+
+
+@contextlib.contextmanager
+def no_warnings():
+    """Silence Python warnings inside a check cell (restored afterwards).
+
+    A warning never means a wrong answer, but nbgrader scores a check cell 0 for any output on
+    stderr, and some warnings (e.g. torch's "Converting a tensor with requires_grad=True to a
+    scalar") span lines that no ignore-pattern recognizes.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
 
