@@ -52,6 +52,13 @@ EOS_COL = 12                                           # the column of EOS among
 DEPTHS = range(MAX_NEW)                                # 0..3
 TERMINAL = [torch.arange(N_ACTIONS) == EOS_COL for _ in range(MAX_NEW - 1)] + [torch.ones(N_ACTIONS, dtype=torch.bool)]
 ALL_PROMPTS = [f"{a}+{b}=" for a in range(10) for b in range(10)]
+FEATURES = ("gold", "acc", "malformed", "digits")          # what the labeler sees, per response
+
+
+def _features(out):
+    """The FEATURES of each response of a rollout: (B, 4)."""
+    gold = gold_score(out)
+    return torch.stack([gold, gold == 1, gold < 0, digit_counts(out).sum(1)], dim=1)
 
 
 def n_states(d):
@@ -66,8 +73,8 @@ class ResponseTree:
     Attributes:
         prompts     list of P prompt strings
         prompt_ids  (P, 5) long
-        gold        tree tensors (P, S_d, 13): the labeler's gold score of each complete response
-        digits      tree tensors (P, S_d, 13): its number of digits
+        features    tree tensors (P, S_d, 13, 4): for each complete response, the columns FEATURES:
+                    gold score, 1 if exactly right (acc), 1 if malformed (gold < 0), number of digits
     """
 
     def __init__(self, prompts, chunk=25):
@@ -76,8 +83,7 @@ class ResponseTree:
         self.P = len(self.prompts)
         self.chunk = chunk                                      # prompts per batched pass (memory)
         self._resp, self._mask = _all_responses()
-        self.gold = self.score(gold_score)
-        self.digits = self.score(lambda out: digit_counts(out).sum(1))
+        self.features = self.score(_features)
 
     @classmethod
     def build(cls, prompts=None):
@@ -104,7 +110,8 @@ class ResponseTree:
 
     @torch.no_grad()
     def score(self, fn):
-        """Apply ``fn(rollout) -> (N,)`` to every complete response: tree tensors, 0 elsewhere.
+        """Apply ``fn(rollout) -> (N,) or (N, K)`` to every complete response: tree tensors
+        (P, S_d, 13) or (P, S_d, 13, K), float64, 0 where the response is not complete.
 
         ``fn`` sees ordinary rollouts (ids, prompt_len, mask) as ``tinylm.sample`` returns them,
         e.g. ``gold_score`` or ``lambda out: rm(digit_counts(out)) - rm_offset``.
@@ -116,9 +123,11 @@ class ResponseTree:
             out = {"ids": torch.cat([ids[:, None].expand(c, R, PROMPT_LEN), self._resp.expand(c, R, MAX_NEW)],
                                     dim=2).reshape(c * R, -1),
                    "prompt_len": PROMPT_LEN, "mask": self._mask.repeat(c, 1)}
-            values = fn(out).double().view(c, R)
-            for d, v in enumerate(values.split(sizes, dim=1)):
-                parts[d].append(v.view(c, n_states(d), N_ACTIONS) * TERMINAL[d])
+            values = fn(out).double()
+            extra = values.shape[1:]                                       # () or (K,)
+            for d, v in enumerate(values.view(c, R, *extra).split(sizes, dim=1)):
+                done = TERMINAL[d].view(-1, *[1] * len(extra))
+                parts[d].append(v.view(c, n_states(d), N_ACTIONS, *extra) * done)
         return [torch.cat(p) for p in parts]
 
     def rm_rewards(self, rm, rm_offset=0.0):
@@ -131,15 +140,18 @@ class ResponseTree:
         return "".join(TOKENS[t] for t in toks)
 
     def top_responses(self, logp, prompt, k=5):
-        """The k most likely complete responses of a policy to one prompt: [(text, prob), ...]."""
+        """The k most likely complete responses of a policy to one prompt.
+
+        Returns [(text, prob, (d, s, a)), ...], most likely first; (d, s, a) locates the response.
+        """
         p = self.prompts.index(prompt)
         cands = []
-        for d, path in enumerate(path_logprobs(logp)):
-            lp = path[p].masked_fill(~TERMINAL[d], float("-inf")).flatten()
+        for d, path in enumerate(path_logprobs([lp[p:p + 1] for lp in logp])):
+            lp = path[0].masked_fill(~TERMINAL[d], float("-inf")).flatten()
             top = lp.topk(min(k, lp.numel()))
-            cands += [(v, d, i // N_ACTIONS, i % N_ACTIONS) for v, i in zip(top.values.tolist(), top.indices.tolist())]
+            cands += [(v, (d, i // N_ACTIONS, i % N_ACTIONS)) for v, i in zip(top.values.tolist(), top.indices.tolist())]
         cands.sort(reverse=True)
-        return [(self.response_text(d, s, a), math.exp(v)) for v, d, s, a in cands[:k]]
+        return [(self.response_text(*where), math.exp(v), where) for v, where in cands[:k]]
 
 
 def _all_responses():
@@ -246,6 +258,23 @@ def kl_divergence(logp, other_logp):
     return sum((r.exp() * k).sum(-1) for r, k in zip(reach_logprobs(logp), per_state))
 
 
+def complete_only(values):
+    """Tree tensors (P, S_d, 13, ...) -> the complete responses only, (P, 22621, ...), ordered by
+    depth, then state, then action: the sequence-level view of the tree."""
+    return torch.cat([v[:, :, TERMINAL[d]].flatten(1, 2) for d, v in enumerate(values)], dim=1)
+
+
+def tilt(seq_ref_logp, seq_rewards, beta):
+    """The optimum at the sequence level: log pi*(y|x) = log pi_ref(y|x) + r(y)/beta - log Z(x).
+
+    Args: seq_ref_logp, seq_rewards (P, N) over complete responses (see complete_only).
+    Returns: (log pi* (P, N), log Z (P,)). Equal to the token-level product of exact_optimum.
+    """
+    z = seq_ref_logp + seq_rewards / beta
+    log_z = torch.logsumexp(z, dim=1)
+    return z - log_z[:, None], log_z
+
+
 # ----------------------------------------------------------------------------- results
 @dataclass
 class Stats:
@@ -328,10 +357,9 @@ def policy_stats(tree, logp, ref_logp, rewards, beta, optimum=None):
         optimum: an Optimum at the same beta, to also get KL(pi || pi*).
     """
     probs = response_probs(logp)
-    mean = lambda values: expectation(probs, values)
-    pp = {"reward": mean(rewards), "kl": kl_divergence(logp, ref_logp), "gold": mean(tree.gold),
-          "acc": mean([(g == 1).double() for g in tree.gold]),
-          "malformed": mean([(g < 0).double() for g in tree.gold]), "digits": mean(tree.digits)}
+    feats = sum(p.flatten(1)[:, None].bmm(f.flatten(1, 2))[:, 0] for p, f in zip(probs, tree.features))  # (P, 4)
+    pp = {"reward": expectation(probs, rewards), "kl": kl_divergence(logp, ref_logp),
+          **{name: feats[:, k] for k, name in enumerate(FEATURES)}}
     pp["objective"] = pp["reward"] - beta * pp["kl"]
     if optimum is not None:
         pp["kl_to_opt"] = kl_divergence(logp, optimum.logp)
@@ -345,6 +373,6 @@ def exact_optimum_of(ref_model, rm, rm_offset, beta, prompts=None):
     return exact_optimum(tree, tree.logprobs(ref_model), tree.rm_rewards(rm, rm_offset), beta)
 
 
-__all__ = ["ACTIONS", "TERMINAL", "ALL_PROMPTS", "ResponseTree", "reach_logprobs", "path_logprobs", "response_probs",
-           "expectation", "kl_divergence", "Stats", "Optimum", "soft_values", "exact_optimum",
+__all__ = ["ACTIONS", "TERMINAL", "ALL_PROMPTS", "FEATURES", "ResponseTree", "reach_logprobs", "path_logprobs", "response_probs",
+           "expectation", "kl_divergence", "complete_only", "tilt", "Stats", "Optimum", "soft_values", "exact_optimum",
            "policy_stats", "exact_optimum_of"]

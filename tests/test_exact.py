@@ -7,8 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_utils.exact import (ACTIONS, ALL_PROMPTS, TERMINAL, ResponseTree, exact_optimum, exact_optimum_of,
-                                path_logprobs, policy_stats, response_probs)
+from course_utils.exact import (ACTIONS, ALL_PROMPTS, TERMINAL, ResponseTree, complete_only, exact_optimum,
+                                exact_optimum_of, path_logprobs, policy_stats, response_probs, tilt)
+from course_utils.exact_views import OptimumSlider, compare_sweep, plot_sweep, print_sweep
 from course_utils.prefs import DigitRM, digit_counts, gold_score
 from course_utils.tinylm import BOS, EOS, PAD, TinyLM, encode_prompts, load_sft, sample, sequence_logprobs
 
@@ -58,7 +59,7 @@ def test_tree_matches_sampling_logprobs_and_scores(setup, sft, rm):
         assert TERMINAL[d][a]
         assert abs(paths[d][p, s, a] - seq[row]) < 1e-4
         assert abs(rewards[d][p, s, a] - score[row]) < 1e-5
-        assert tree.gold[d][p, s, a] == gold[row]
+        assert tree.features[d][p, s, a, 0] == gold[row]
 
 
 def test_incremental_decoding_matches_the_full_forward_for_deeper_models():
@@ -143,6 +144,10 @@ def test_token_level_product_is_the_sequence_level_optimum(setup):
         target = lp_ref + r / beta - opt.log_z[:, None, None]         # log pi_ref(y) + r(y)/beta - log Z
         done = TERMINAL[d]
         assert torch.allclose(lp_opt[..., done], target[..., done], atol=1e-9)
+    seq_opt, log_z = tilt(complete_only(path_logprobs(ref)), complete_only(rewards), beta)
+    assert seq_opt.shape == (len(PROMPTS), 22621)
+    assert torch.allclose(complete_only(path_logprobs(opt.logp)), seq_opt, atol=1e-9)
+    assert torch.allclose(log_z, opt.log_z, atol=1e-12)
 
 
 def perturbed(sft, scale, seed):
@@ -198,9 +203,41 @@ def test_stable_for_every_beta(setup, beta):
         assert s.kl < 1e-5                                               # beta -> inf: pi_ref itself
 
 
-def test_one_liner_on_all_prompts(sft, rm):
-    opt = exact_optimum_of(sft, rm, OFFSET, 0.1)
-    assert opt.log_z.shape == (len(ALL_PROMPTS),) and len(ALL_PROMPTS) == 100
+def test_one_liner(sft, rm, setup):
+    tree, ref, rewards = setup
+    opt = exact_optimum_of(sft, rm, OFFSET, 0.1, prompts=PROMPTS)
+    assert torch.allclose(opt.log_z, exact_optimum(tree, ref, rewards, 0.1).log_z)
     assert -1 <= opt.stats.gold <= 1 and 0 <= opt.stats.acc <= 1
+    assert len(set(ALL_PROMPTS)) == 100                    # the default: every prompt of the toy
     with pytest.raises(ValueError):
         exact_optimum_of(sft, rm, OFFSET, 0.0, prompts=PROMPTS[:1])
+
+
+def test_slider_matches_the_optimum_and_draws(setup, sft, rm):
+    tree, ref, rewards = setup
+    view = OptimumSlider(sft, rm, OFFSET, betas=[1e-3, 0.1, 10.0], prompt="3+4=", tree=tree)
+    for beta in [1e-3, 0.05, 3.0]:
+        exact = exact_optimum(tree, ref, rewards, beta).stats
+        fast = view.stats(beta)
+        for key in ["reward", "kl", "gold", "acc", "malformed", "digits"]:
+            assert abs(fast[key] - getattr(exact, key)) < 2e-3 * max(1.0, abs(getattr(exact, key))), (beta, key)
+        png = view.update(beta)
+        assert png.startswith(b"\x89PNG")
+    sft_stats = policy_stats(tree, ref, ref, rewards, 1.0)
+    assert abs(view.sft["gold"] - sft_stats.gold) < 1e-4 and view.sft["kl"] == 0.0
+    box = view.widget(beta=0.1)
+    assert len(box.children) == 2
+
+
+def test_sweep_comparison(setup, sft, rm, capsys):
+    tree, ref, rewards = setup
+    sweep = {0.1: (perturbed(sft, 0.05, 4), {"gold": []}), 0.0: sft}
+    rows = compare_sweep(sweep, sft, rm, OFFSET, tree=tree)
+    assert [r["beta"] for r in rows] == [0.0, 0.1]
+    for r in rows:
+        gap = r["opt"].objective - r["ppo"].objective
+        assert gap >= 0 and abs(gap - r["beta_used"] * r["ppo"].kl_to_opt) < 1e-7
+    assert rows[0]["ppo"].kl == 0.0                                        # the SFT model itself
+    print_sweep(rows)
+    assert "KL(PPO||pi*)" in capsys.readouterr().out
+    assert len(plot_sweep(rows).axes) == 3

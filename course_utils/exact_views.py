@@ -1,0 +1,236 @@
+"""Plots of Lab 12's exact optimum: what PPO found against what it was chasing.
+
+    rows = compare_sweep(sweep, sft, rm, rm_offset)     # sweep: {beta: trained policy}
+    print_sweep(rows); fig = plot_sweep(rows)
+    view = OptimumSlider(sft, rm, rm_offset)            # a beta slider over the exact optimum
+    view.widget()                                       # in a notebook; view.update(beta) re-plots
+
+Everything is exact: each policy is enumerated over every response (course_utils.exact), no sampling.
+"""
+
+import io
+import math
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from course_utils.exact import (FEATURES, TERMINAL, ResponseTree, complete_only, exact_optimum, path_logprobs,
+                                policy_stats)
+
+BETA_ZERO = 1e-3    # beta = 0 (no KL penalty) is shown at this beta: its optimum is the RM's argmax
+
+
+def _policy(entry):
+    """A sweep entry may be the policy, or a (policy, history) pair as train_rlhf returns it."""
+    return entry[0] if isinstance(entry, (tuple, list)) else entry
+
+
+def compare_sweep(sweep, sft_model, rm, rm_offset, tree=None):
+    """Exact statistics of each PPO policy of a beta sweep and of the optimum at the same beta.
+
+    Args:
+        sweep: {beta: policy or (policy, history)}; sft_model: the reference (the policy's start);
+        rm, rm_offset: the reward r(y) = rm(digit_counts(y)) - rm_offset that PPO maximized.
+    Returns:
+        a list of dicts, one per beta (ascending): beta, beta_used (BETA_ZERO for beta = 0),
+        ppo and opt (course_utils.exact.Stats; ppo.kl_to_opt = KL(pi_PPO || pi*)), sft (Stats).
+    """
+    tree = tree or ResponseTree.build()
+    ref = tree.logprobs(sft_model)
+    rewards = tree.rm_rewards(rm, rm_offset)
+    rows = []
+    for beta in sorted(sweep):
+        b = beta if beta > 0 else BETA_ZERO
+        opt = exact_optimum(tree, ref, rewards, b)
+        ppo = policy_stats(tree, tree.logprobs(_policy(sweep[beta])), ref, rewards, b, optimum=opt)
+        rows.append({"beta": beta, "beta_used": b, "ppo": ppo, "opt": opt.stats,
+                     "sft": policy_stats(tree, ref, ref, rewards, b)})
+    return rows
+
+
+def print_sweep(rows):
+    """One line per beta: J, gold and accuracy of PPO against the optimum, and KL(PPO || pi*)."""
+    print(f"{'beta':>6} {'J(PPO)':>8} {'J*':>8} {'KL(PPO||pi*)':>13} {'KL(PPO||ref)':>13} {'KL(pi*||ref)':>13} "
+          f"{'gold PPO':>9} {'gold pi*':>9} {'acc PPO':>8} {'acc pi*':>8}")
+    for r in rows:
+        p, o = r["ppo"], r["opt"]
+        print(f"{r['beta']:>6g} {p.objective:>+8.3f} {o.objective:>+8.3f} {p.kl_to_opt:>13.3f} {p.kl:>13.3f} "
+              f"{o.kl:>13.3f} {p.gold:>+9.3f} {o.gold:>+9.3f} {p.acc:>8.3f} {o.acc:>8.3f}")
+
+
+def plot_sweep(rows):
+    """Three panels over the sweep's betas: J of PPO against J*, the KLs, and the gold scores."""
+    fig = Figure(figsize=(13, 3.8), layout="constrained")
+    axes = fig.subplots(1, 3)
+    x = np.arange(len(rows))
+    labels = [f"{r['beta']:g}" if r["beta"] > 0 else f"0\n(at {BETA_ZERO:g})" for r in rows]
+    w = 0.27
+    get = lambda who, key: np.array([getattr(r[who], key) for r in rows])
+
+    ax = axes[0]
+    ax.bar(x - w / 2, get("opt", "objective"), w, label="exact optimum J*", color="tab:green")
+    ax.bar(x + w / 2, get("ppo", "objective"), w, label="PPO policy J", color="tab:blue")
+    ax.axhline(0, color="k", lw=0.6)
+    for xi, j_opt, j_ppo in zip(x, get("opt", "objective"), get("ppo", "objective")):
+        ax.annotate(f"gap\n{j_opt - j_ppo:.3f}", (xi, max(j_opt, j_ppo, 0)), textcoords="offset points",
+                    xytext=(0, 3), ha="center", fontsize=8)
+    ax.margins(y=0.2)
+    ax.set_title(r"$J = E[r] - \beta\,\mathrm{KL}(\pi\,\|\,\pi_{ref})$: optimum vs PPO")
+
+    ax = axes[1]
+    ax.bar(x - w, get("ppo", "kl_to_opt"), w, label=r"KL(PPO $\|\ \pi^*$)", color="tab:red")
+    ax.bar(x, get("ppo", "kl"), w, label=r"KL(PPO $\|\ \pi_{ref}$)", color="tab:blue")
+    ax.bar(x + w, get("opt", "kl"), w, label=r"KL($\pi^* \|\ \pi_{ref}$)", color="tab:green")
+    ax.set_yscale("log")
+    ax.set_title("how far PPO is from the optimum (nats)")
+
+    ax = axes[2]
+    ax.bar(x - w / 2, get("opt", "gold"), w, label="exact optimum", color="tab:green")
+    ax.bar(x + w / 2, get("ppo", "gold"), w, label="PPO policy", color="tab:blue")
+    ax.axhline(rows[0]["sft"].gold, color="gray", ls="--", label="SFT model")
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_title("gold score (the labeler's truth)")
+    for ax in axes:
+        ax.set_xticks(x, labels)
+        ax.set_xlabel(r"$\beta$")
+        ax.legend(fontsize=8)
+    return fig
+
+
+class OptimumSlider:
+    """The exact optimum's gold score, RM score and KL as beta moves, and its top responses to one prompt.
+
+    The tree, the reference's sequence log-probs, the rewards and the labeler's features of every
+    complete response are computed once; a new beta is then one softmax per prompt,
+    pi* = pi_ref exp(r / beta) / Z (the sequence-level form of exact_optimum's token-level product),
+    and a redraw of the moving parts only. ``update(beta)`` takes a few tens of ms.
+    """
+
+    def __init__(self, sft_model, rm, rm_offset, betas=None, prompt="7+5=", tree=None):
+        self.tree = tree or ResponseTree.build()
+        ref = self.tree.logprobs(sft_model)
+        # sequence-level arrays over the N = 22621 complete responses, float32 (a slider needs speed)
+        self.seq_ref = complete_only(path_logprobs(ref)).float()                       # (P, N)
+        self.seq_rewards = complete_only(self.tree.rm_rewards(rm, rm_offset)).float()   # (P, N)
+        self.columns = ("reward",) + FEATURES
+        self.seq_values = torch.cat([self.seq_rewards[..., None], complete_only(self.tree.features).float()],
+                                    dim=-1).transpose(1, 2).contiguous()                 # (P, 5, N)
+        self.texts = [self.tree.response_text(d, s, a) for d, t in enumerate(TERMINAL)
+                      for s in range(12 ** d) for a in t.nonzero().flatten().tolist()]
+        self.prompt, self.p = prompt, self.tree.prompts.index(prompt)
+        self.betas = np.geomspace(1e-3, 10, 41) if betas is None else np.asarray(betas, dtype=float)
+        stats = [self.stats(b) for b in self.betas]
+        self.curves = {k: np.array([s[k] for s in stats]) for k in stats[0]}
+        self.sft = self.stats(math.inf)
+        self.output = None
+        self._build_figure()
+
+    def stats(self, beta):
+        """Exact E[r], KL(pi* || pi_ref), gold, acc, malformed, digits of the optimum at beta (floats).
+
+        pi* = softmax(log pi_ref + r / beta) over each prompt's complete responses; the log-probs of
+        the bar chart's prompt are kept in ``self.prompt_logp`` (N,). beta = inf gives pi_ref itself.
+        """
+        z = torch.add(self.seq_ref, self.seq_rewards, alpha=1 / beta)                  # (P, N)
+        m = z.amax(1, keepdim=True)
+        e = z.sub_(m).exp()                                                             # z is now z - m
+        total = e.sum(1, keepdim=True)
+        self.prompt_logp = z[self.p] - total[self.p].log()                              # (N,)
+        per_prompt = self.seq_values.bmm(e[:, :, None])[..., 0] / total                # (P, 5)
+        out = dict(zip(self.columns, per_prompt.mean(0).tolist()))
+        log_z = (m + total.log())[:, 0]                                                 # (P,)
+        kl = 0.0 if math.isinf(beta) else float((per_prompt[:, 0] / beta - log_z).mean())
+        out["kl"] = max(kl, 0.0)                                    # KL(pi* || pi_ref) = E[r] / beta - log Z
+        return out
+
+    def _build_figure(self):
+        self.fig = Figure(figsize=(14, 3.8), dpi=80)
+        FigureCanvasAgg(self.fig)
+        self.fig.subplots_adjust(left=0.04, right=0.99, bottom=0.15, top=0.8, wspace=0.3)
+        axes = self.fig.subplots(1, 4, width_ratios=[1, 1, 1, 1.1])
+        spec = [("gold", r"gold score of $\pi^*$", "tab:green"), ("reward", r"RM score $E[r]$ of $\pi^*$", "tab:orange"),
+                ("kl", r"KL($\pi^*\|\ \pi_{ref}$) (nats)", "tab:purple")]
+        self.moving = []
+        for ax, (key, title, color) in zip(axes, spec):
+            ax.plot(self.betas, self.curves[key], color=color, label=r"$\pi^*$")
+            if key == "gold":
+                ax.plot(self.betas, self.curves["acc"], color=color, ls=":", label=r"accuracy of $\pi^*$")
+                ax.set_ylim(-1.05, 1.05)
+            if key == "kl":
+                ax.set_yscale("log")
+                ax.set_ylim(max(self.curves["kl"].min(), 1e-4) / 2, self.curves["kl"].max() * 2)
+            else:
+                ax.axhline(self.sft[key], color="gray", ls="--", lw=1, label="SFT model")
+            ax.set_xscale("log")
+            ax.set_xlabel(r"$\beta$")
+            ax.set_title(title, fontsize=10)
+            ax.legend(fontsize=8, loc="best")
+            self.moving.append(ax.plot([], [], "o", color="k", ms=7, animated=True)[0])
+        self.keys = [k for k, _, _ in spec]
+        ax = self.bar_ax = axes[3]
+        ax.set_xlim(0, 1.25)
+        ax.set_ylim(5.6, -0.6)
+        ax.set_yticks([])
+        ax.set_xlabel("probability")
+        ax.set_title(f"top responses of $\\pi^*$ to {self.prompt} (gray: $\\pi_{{ref}}$)", fontsize=10)
+        self.bars_opt = ax.barh(np.arange(6) - 0.2, np.zeros(6), 0.4, color="tab:green", animated=True)
+        self.bars_ref = ax.barh(np.arange(6) + 0.2, np.zeros(6), 0.4, color="gray", animated=True)
+        self.labels = [ax.text(0.02, i, "", va="center", fontsize=9, animated=True) for i in range(6)]
+        self.title = self.fig.text(0.5, 0.93, "", ha="center", fontsize=12, animated=True)
+        self.moving += list(self.bars_opt) + list(self.bars_ref) + self.labels + [self.title]
+        self.fig.canvas.draw()
+        self.background = self.fig.canvas.copy_from_bbox(self.fig.bbox)
+
+    def update(self, beta):
+        """Solve at ``beta``, move the markers and bars, redraw them only; returns the PNG bytes."""
+        st = self.stats(beta)
+        for marker, key in zip(self.moving, self.keys):
+            marker.set_data([beta], [st[key]])
+        log_pi = self.prompt_logp
+        top = log_pi.topk(6).indices.tolist()
+        for i, n in enumerate(top):
+            prob, prob_ref = math.exp(log_pi[n]), math.exp(self.seq_ref[self.p, n])
+            self.bars_opt[i].set_width(prob)
+            self.bars_ref[i].set_width(prob_ref)
+            text = self.texts[n]
+            shown = repr(text[:-5]) if text.endswith("<eos>") else repr(text) + " (no EOS)"
+            self.labels[i].set_text(shown)
+            self.labels[i].set_x(max(prob, prob_ref) + 0.02)
+        self.title.set_text(f"exact optimum at beta = {beta:.3g}:   gold {st['gold']:+.2f}   accuracy {st['acc']:.2f}"
+                            f"   RM score {st['reward']:+.2f}   KL {st['kl']:.2f}   digits {st['digits']:.2f}")
+        canvas = self.fig.canvas
+        canvas.restore_region(self.background)
+        for artist in self.moving:
+            self.fig.draw_artist(artist)
+        png = _png(canvas)
+        if self.output is not None:
+            from IPython.display import Image, display
+            with self.output:
+                self.output.clear_output(wait=True)
+                display(Image(png))
+        return png
+
+    def widget(self, beta=0.1):
+        """A FloatLogSlider over beta (1e-3 .. 10) with the plot below it."""
+        import ipywidgets as W
+        self.output = W.Output()
+        slider = W.FloatLogSlider(value=beta, base=10, min=-3, max=1, step=0.05, description="beta",
+                                  continuous_update=False, readout_format=".3g")
+        slider.observe(lambda change: self.update(change["new"]), names="value")
+        self.update(beta)
+        return W.VBox([slider, self.output])
+
+
+def _png(canvas):
+    """The Agg canvas as PNG bytes (fast compression: a slider redraws often)."""
+    from PIL import Image
+    buf = io.BytesIO()
+    Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1) \
+        .save(buf, format="png", compress_level=1)
+    return buf.getvalue()
+
+
+__all__ = ["compare_sweep", "print_sweep", "plot_sweep", "OptimumSlider", "BETA_ZERO"]
