@@ -26,17 +26,22 @@ computed backwards from the leaves:
 Everything is done in log space in float64, so beta may go down to 1e-3. Usage:
 
     tree = ResponseTree.build()                        # all 100 prompts "a+b=", a response tree each
-    ref_logp = tree.logprobs(sft)                      # one batched pass per depth, all prompts
+    ref_logp = tree.logprobs(sft)                      # batched passes, one per depth
     rewards = tree.rm_rewards(rm, rm_offset)           # r(y) = rm(digit_counts(y)) - rm_offset
     opt = exact_optimum(tree, ref_logp, rewards, beta=0.1)
     opt.objective, opt.stats.gold, opt.stats.kl        # J*, E_pi*[gold], KL(pi* || pi_ref)
     policy_stats(tree, tree.logprobs(ppo_policy), ref_logp, rewards, 0.1, optimum=opt)
 
-or in one line: ``exact_optimum_of(sft, rm, rm_offset, beta=0.1)``. A beta slider keeps ``tree``,
-``ref_logp`` and ``rewards`` and calls only ``exact_optimum`` (the backward pass, tens of ms).
+or in one line: ``exact_optimum_of(sft, rm, rm_offset, beta=0.1)``. Rewards, and so E[r] and J,
+have the offset subtracted (as train_rlhf scores); the RM's raw score is E[r] + rm_offset.
+
+Only ``logprobs`` runs a model; a new beta re-runs only the backward pass (tens of ms). The same
+optimum at the sequence level, over the N = 22621 complete responses of each prompt, is
+``tilt(complete_only(path_logprobs(ref_logp)), complete_only(rewards), beta)``: what a slider uses.
 """
 
 from dataclasses import dataclass, field
+import functools
 import math
 
 import torch
@@ -77,7 +82,7 @@ class ResponseTree:
                     gold score, 1 if exactly right (acc), 1 if malformed (gold < 0), number of digits
     """
 
-    def __init__(self, prompts, chunk=25):
+    def __init__(self, prompts, chunk=10):
         self.prompts = list(prompts)
         self.prompt_ids, _ = encode_prompts(self.prompts)
         self.P = len(self.prompts)
@@ -87,8 +92,12 @@ class ResponseTree:
 
     @classmethod
     def build(cls, prompts=None):
-        """The tree of every prompt in ``prompts`` (default: all 100 prompts of the toy)."""
-        return cls(ALL_PROMPTS if prompts is None else prompts)
+        """The tree of every prompt in ``prompts`` (default: all 100 prompts of the toy).
+
+        Trees hold no model, only the responses and the labeler's view of them, so the last few
+        are kept: building the same tree again is free.
+        """
+        return _build(cls, tuple(ALL_PROMPTS if prompts is None else prompts))
 
     def _chunks(self):
         for i in range(0, self.P, self.chunk):
@@ -100,7 +109,7 @@ class ResponseTree:
 
         The distribution ``tinylm.sample`` draws from at temperature 1 (BOS and PAD forbidden).
         One batched forward per depth (all states of that depth, a chunk of prompts at a time),
-        reusing the keys and values of each state's prefix.
+        reusing the keys and values of each state's prompt and ancestors.
         """
         parts = [[] for _ in DEPTHS]
         for ids in self._chunks():
@@ -116,19 +125,16 @@ class ResponseTree:
         ``fn`` sees ordinary rollouts (ids, prompt_len, mask) as ``tinylm.sample`` returns them,
         e.g. ``gold_score`` or ``lambda out: rm(digit_counts(out)) - rm_offset``.
         """
-        sizes = [n_states(d) * N_ACTIONS for d in DEPTHS]
-        parts = [[] for _ in DEPTHS]
+        parts = []
         for ids in self._chunks():
             c, R = ids.shape[0], self._resp.shape[0]
-            out = {"ids": torch.cat([ids[:, None].expand(c, R, PROMPT_LEN), self._resp.expand(c, R, MAX_NEW)],
-                                    dim=2).reshape(c * R, -1),
-                   "prompt_len": PROMPT_LEN, "mask": self._mask.repeat(c, 1)}
+            seq = torch.empty(c, R, PROMPT_LEN + MAX_NEW, dtype=torch.long)
+            seq[:, :, :PROMPT_LEN] = ids[:, None]
+            seq[:, :, PROMPT_LEN:] = self._resp
+            out = {"ids": seq.view(c * R, -1), "prompt_len": PROMPT_LEN, "mask": self._mask.repeat(c, 1)}
             values = fn(out).double()
-            extra = values.shape[1:]                                       # () or (K,)
-            for d, v in enumerate(values.view(c, R, *extra).split(sizes, dim=1)):
-                done = TERMINAL[d].view(-1, *[1] * len(extra))
-                parts[d].append(v.view(c, n_states(d), N_ACTIONS, *extra) * done)
-        return [torch.cat(p) for p in parts]
+            parts.append(values.view(c, R, *values.shape[1:]))
+        return from_complete(torch.cat(parts))
 
     def rm_rewards(self, rm, rm_offset=0.0):
         """r(y) = rm(digit_counts(y)) - rm_offset for every complete response, as train_rlhf scores."""
@@ -149,24 +155,29 @@ class ResponseTree:
         for d, path in enumerate(path_logprobs([lp[p:p + 1] for lp in logp])):
             lp = path[0].masked_fill(~TERMINAL[d], float("-inf")).flatten()
             top = lp.topk(min(k, lp.numel()))
-            cands += [(v, (d, i // N_ACTIONS, i % N_ACTIONS)) for v, i in zip(top.values.tolist(), top.indices.tolist())]
+            cands += [(v, (d, i // N_ACTIONS, i % N_ACTIONS))
+                      for v, i in zip(top.values.tolist(), top.indices.tolist())]
         cands.sort(reverse=True)
         return [(self.response_text(*where), math.exp(v), where) for v, where in cands[:k]]
 
 
-def _all_responses():
-    """Every (state, action) pair of every depth as a padded response: ids and mask (R, 4).
+@functools.lru_cache(maxsize=4)
+def _build(cls, prompts):
+    return cls(prompts)
 
-    R = 13 * (1 + 12 + 144 + 1728) = 24505, ordered by depth, then state, then action.
-    """
+
+def _all_responses():
+    """Every complete response as padded ids and mask (N, 4), N = 22621, in the order of
+    complete_only: by depth, then state, then action."""
     resp, mask = [], []
     for d in DEPTHS:
         S = n_states(d)
-        prefix = torch.cartesian_prod(*[torch.arange(N_CONT)] * d).view(S, d) if d else torch.zeros(1, 0, dtype=torch.long)
-        r = torch.full((S, N_ACTIONS, MAX_NEW), PAD)
+        prefix = torch.cartesian_prod(*[torch.arange(N_CONT)] * d).view(S, d) if d else torch.zeros(1, 0).long()
+        last = ACTIONS[TERMINAL[d]]                                              # EOS, or all 13 at depth 3
+        r = torch.full((S, len(last), MAX_NEW), PAD)
         r[:, :, :d] = prefix[:, None]
-        r[:, :, d] = ACTIONS
-        m = torch.zeros(S, N_ACTIONS, MAX_NEW)
+        r[:, :, d] = last
+        m = torch.zeros(S, len(last), MAX_NEW)
         m[:, :, :d + 1] = 1.0
         resp.append(r.view(-1, MAX_NEW))
         mask.append(m.view(-1, MAX_NEW))
@@ -174,47 +185,63 @@ def _all_responses():
 
 
 # ----------------------------------------------------------------------------- batched forward passes
-def _heads(z, n_heads):
-    """(N, L, d) -> (N, h, L, d / h)."""
-    N, L, d = z.shape
-    return z.view(N, L, n_heads, d // n_heads).transpose(1, 2)
+def _qkv(block, x):
+    """Queries, keys, values of positions x (..., d) for one block: each (..., h, d / h)."""
+    d = x.shape[-1]
+    return (z.unflatten(-1, (block.n_heads, d // block.n_heads)) for z in block.qkv(block.ln1(x)).split(d, dim=-1))
 
 
-def _run_blocks(model, x, cache):
-    """TinyLM's blocks on new positions x (N, L_new, d), after cached keys/values of the prefix.
+def _finish(block, x, att):
+    """The rest of a TinyLM block after attention: residual, projection, MLP. att (..., h, d / h)."""
+    x = x + block.proj(att.flatten(-2))
+    return x + block.mlp(block.ln2(x))
 
-    cache: None, or per block (k, v), each (N, h, L_old, d / h). Returns (x, new cache).
+
+def _tree_attention(q, levels):
+    """Attention of the newest position of every state over its prompt and its ancestors' tokens.
+
+    q: (c, S, h, dh), one query per state of depth d (S = 12**d states).
+    levels[j] = (k, v), each (c, S_j, L_j, h, dh): j = 0 the prompt (S_0 = 1, L_0 = 5), j >= 1 the
+    token at depth j of each state of that depth (L_j = 1). The ancestor at depth j of state s is
+    state s // (S / S_j), so viewing q as (c, S_j, S / S_j, h, dh) lines every state up with its
+    ancestor: a broadcast, not a copy of the keys.
     """
-    new_cache = []
-    for i, block in enumerate(model.blocks):
-        N, L, d = x.shape
-        q, k, v = (_heads(z, block.n_heads) for z in block.qkv(block.ln1(x)).split(d, dim=2))
-        if cache is not None:
-            k, v = torch.cat([cache[i][0], k], dim=2), torch.cat([cache[i][1], v], dim=2)
-        att = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None)   # new positions see all
-        x = x + block.proj(att.transpose(1, 2).reshape(N, L, d))
-        x = x + block.mlp(block.ln2(x))
-        new_cache.append((k, v))
-    return x, new_cache
+    c, S, h, dh = q.shape
+    by_ancestor = lambda t, S_j: t.view(c, S_j, S // S_j, *t.shape[2:])
+    scores = [torch.einsum("cabhd,calhd->cabhl", by_ancestor(q, k.shape[1]), k).reshape(c, S, h, -1)
+              for k, _ in levels]
+    weights = (torch.cat(scores, dim=-1) / math.sqrt(dh)).softmax(dim=-1)           # (c, S, h, 5 + d)
+    weights = weights.split([k.shape[2] for k, _ in levels], dim=-1)
+    return sum(torch.einsum("cabhl,calhd->cabhd", by_ancestor(w, v.shape[1]), v).reshape(c, S, h, dh)
+               for w, (_, v) in zip(weights, levels))
 
 
 def _tree_logits(model, prompt_ids):
     """Next-token logits (c, S_d, V) at every state of depth d = 0..3, for c prompts (c, 5).
 
     Incremental decoding: depth 0 runs the prompts; each deeper level runs one new position per
-    state (all 12 continuations of every parent, in one batch) on top of its parent's keys/values.
+    state (the 12 continuations of every parent, in one batch) against the keys and values of its
+    prompt and ancestors, kept per level.
     """
     c = prompt_ids.shape[0]
     x = model.tok(prompt_ids) + model.pos(torch.arange(PROMPT_LEN))            # (c, 5, d)
-    x, cache = _run_blocks(model, x, None)
+    levels = []                                                                  # per block
+    for block in model.blocks:
+        q, k, v = _qkv(block, x)                                                 # (c, 5, h, dh)
+        att = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                             is_causal=True).transpose(1, 2)
+        x = _finish(block, x, att)
+        levels.append([(k[:, None], v[:, None])])                                # (c, 1, 5, h, dh)
     logits = [model.head(model.ln_f(x[:, -1:]))]                                 # (c, 1, V)
     for d in range(1, MAX_NEW):
-        n_parents = c * n_states(d - 1)
-        cache = [(k.repeat_interleave(N_CONT, 0), v.repeat_interleave(N_CONT, 0)) for k, v in cache]
-        tok = ACTIONS[:N_CONT].repeat(n_parents)                                 # (c * S_d,)
-        x = (model.tok(tok) + model.pos.weight[PROMPT_LEN + d - 1])[:, None]      # (c * S_d, 1, d)
-        x, cache = _run_blocks(model, x, cache)
-        logits.append(model.head(model.ln_f(x[:, -1])).view(c, n_states(d), -1))
+        S = n_states(d)
+        new = model.tok(ACTIONS[:N_CONT]) + model.pos.weight[PROMPT_LEN + d - 1]   # (12, d_model)
+        x = new.repeat(n_states(d - 1), 1).expand(c, S, -1)                     # (c, S, d_model)
+        for block, lv in zip(model.blocks, levels):
+            q, k, v = _qkv(block, x)                                             # (c, S, h, dh)
+            lv.append((k[:, :, None], v[:, :, None]))                            # (c, S, 1, h, dh)
+            x = _finish(block, x, _tree_attention(q, lv))
+        logits.append(model.head(model.ln_f(x)))
     return logits
 
 
@@ -259,9 +286,21 @@ def kl_divergence(logp, other_logp):
 
 
 def complete_only(values):
-    """Tree tensors (P, S_d, 13, ...) -> the complete responses only, (P, 22621, ...), ordered by
+    """Tree tensors (P, S_d, 13, ...) -> the complete responses only, (P, N = 22621, ...), ordered by
     depth, then state, then action: the sequence-level view of the tree."""
     return torch.cat([v[:, :, TERMINAL[d]].flatten(1, 2) for d, v in enumerate(values)], dim=1)
+
+
+def from_complete(values):
+    """The inverse of complete_only: (P, N, ...) -> tree tensors (P, S_d, 13, ...), 0 where not complete."""
+    P, extra, trees, start = values.shape[0], values.shape[2:], [], 0
+    for d in DEPTHS:
+        S, n = n_states(d), int(TERMINAL[d].sum())
+        tree = values.new_zeros(P, S, N_ACTIONS, *extra)
+        tree[:, :, TERMINAL[d]] = values[:, start:start + S * n].reshape(P, S, n, *extra)
+        trees.append(tree)
+        start += S * n
+    return trees
 
 
 def tilt(seq_ref_logp, seq_rewards, beta):
@@ -373,6 +412,6 @@ def exact_optimum_of(ref_model, rm, rm_offset, beta, prompts=None):
     return exact_optimum(tree, tree.logprobs(ref_model), tree.rm_rewards(rm, rm_offset), beta)
 
 
-__all__ = ["ACTIONS", "TERMINAL", "ALL_PROMPTS", "FEATURES", "ResponseTree", "reach_logprobs", "path_logprobs", "response_probs",
-           "expectation", "kl_divergence", "complete_only", "tilt", "Stats", "Optimum", "soft_values", "exact_optimum",
-           "policy_stats", "exact_optimum_of"]
+__all__ = ["ACTIONS", "TERMINAL", "ALL_PROMPTS", "FEATURES", "ResponseTree", "reach_logprobs", "path_logprobs",
+           "response_probs", "expectation", "kl_divergence", "complete_only", "from_complete", "tilt", "Stats",
+           "Optimum", "soft_values", "exact_optimum", "policy_stats", "exact_optimum_of"]

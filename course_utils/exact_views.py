@@ -22,6 +22,15 @@ from course_utils.exact import (FEATURES, TERMINAL, ResponseTree, complete_only,
 BETA_ZERO = 1e-3    # beta = 0 (no KL penalty) is shown at this beta: its optimum is the RM's argmax
 
 
+class _PngFigure(Figure):
+    """A Figure that shows itself as a PNG in a notebook (``display(fig)``), with no pyplot state."""
+
+    def _repr_png_(self):
+        buf = io.BytesIO()
+        self.savefig(buf, format="png", dpi=80)
+        return buf.getvalue()
+
+
 def _policy(entry):
     """A sweep entry may be the policy, or a (policy, history) pair as train_rlhf returns it."""
     return entry[0] if isinstance(entry, (tuple, list)) else entry
@@ -61,8 +70,11 @@ def print_sweep(rows):
 
 
 def plot_sweep(rows):
-    """Three panels over the sweep's betas: J of PPO against J*, the KLs, and the gold scores."""
-    fig = Figure(figsize=(13, 3.8), layout="constrained")
+    """Three panels over the sweep's betas: J of PPO against J*, the KLs, and the gold scores.
+
+    Returns a matplotlib Figure; ``display(fig)`` shows it in a notebook.
+    """
+    fig = _PngFigure(figsize=(13, 3.8), layout="constrained")
     axes = fig.subplots(1, 3)
     x = np.arange(len(rows))
     labels = [f"{r['beta']:g}" if r["beta"] > 0 else f"0\n(at {BETA_ZERO:g})" for r in rows]
@@ -127,6 +139,7 @@ class OptimumSlider:
         self.sft = self.stats(math.inf)
         self.output = None
         self._build_figure()
+        self.update(0.1)                        # the first draw of the moving parts warms font caches
 
     def stats(self, beta):
         """Exact E[r], KL(pi* || pi_ref), gold, acc, malformed, digits of the optimum at beta (floats).
@@ -151,7 +164,8 @@ class OptimumSlider:
         FigureCanvasAgg(self.fig)
         self.fig.subplots_adjust(left=0.04, right=0.99, bottom=0.15, top=0.8, wspace=0.3)
         axes = self.fig.subplots(1, 4, width_ratios=[1, 1, 1, 1.1])
-        spec = [("gold", r"gold score of $\pi^*$", "tab:green"), ("reward", r"RM score $E[r]$ of $\pi^*$", "tab:orange"),
+        spec = [("gold", r"gold score of $\pi^*$", "tab:green"),
+                ("reward", r"RM score $E[r]$ of $\pi^*$", "tab:orange"),
                 ("kl", r"KL($\pi^*\|\ \pi_{ref}$) (nats)", "tab:purple")]
         self.moving = []
         for ax, (key, title, color) in zip(axes, spec):
