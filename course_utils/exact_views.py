@@ -210,9 +210,12 @@ class OptimumSlider:
             self.bars_opt[i].set_width(prob)
             self.bars_ref[i].set_width(prob_ref)
             text = self.texts[n]
-            shown = repr(text[:-5]) if text.endswith("<eos>") else repr(text) + " (no EOS)"
+            shown = ("(blank)" if text == "<eos>" else repr(text[:-5]) if text.endswith("<eos>")
+                     else repr(text) + " (no EOS)")
             self.labels[i].set_text(shown)
-            self.labels[i].set_x(max(prob, prob_ref) + 0.02)
+            inside = max(prob, prob_ref) > 0.7                       # a long bar: write on it
+            self.labels[i].set_position((0.02, i - 0.2) if inside else (max(prob, prob_ref) + 0.02, i))
+            self.labels[i].set_color("white" if inside else "black")
         self.title.set_text(f"exact optimum at beta = {beta:.3g}:   gold {st['gold']:+.2f}   accuracy {st['acc']:.2f}"
                             f"   RM score {st['reward']:+.2f}   KL {st['kl']:.2f}   digits {st['digits']:.2f}")
         canvas = self.fig.canvas
