@@ -150,8 +150,9 @@ def page(browser, request):
     pg = context.new_page()
     pg.set_default_timeout(30_000)
     yield pg
-    failed = getattr(request.node, "rep_call", None)
-    if failed is not None and failed.failed:
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed and "browser step failed" not in str(rep.longrepr):
+        # a failure outside a step (a step saves its own screenshot)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         shot = ARTIFACTS / f"FAILED-{request.node.name.replace('/', '_')}.png"
         try:

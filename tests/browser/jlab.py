@@ -27,6 +27,7 @@ def shot(page, name):
 @contextlib.contextmanager
 def step(page, name, tag="step"):
     """Announce a step; on failure re-raise naming it, with a screenshot of the page."""
+    __tracebackhide__ = True
     t0 = time.monotonic()
     print(f"[browser] {name} ...", flush=True)
     try:

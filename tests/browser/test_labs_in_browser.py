@@ -109,8 +109,9 @@ def test_release_notebook_says_finish_task_first(lab_page, lab):
     explore = [i for i, c in enumerate(cells) if "explore" in jlab.tags(c)]
     friendly = [i for i in explore if any(FRIENDLY.search(o["text"]) for o in outs[i])]
     with step(page, f"{lab} (release): tracebacks only in the student's solution and test cells", f"{lab}-release"):
-        stray = {i: t for i, t in errors.items() if i not in student}
+        stray = dict(sorted((i, t) for i, t in errors.items() if i not in student))
         if stray:
+            jlab.scroll_to_top(page, jlab.cells(page).nth(min(stray)))     # for the screenshot
             raise AssertionError("traceback or stderr outside solution/test cells:\n" + "\n".join(
                 f"--- cell {i} ({'explore' if i in explore else jlab.grade_id(cells[i]) or 'given code'}):\n{t}"
                 for i, t in stray.items()))
