@@ -1,0 +1,66 @@
+"""Rebuild course_utils/data/lab12_reference_curves.json: the reference runs of Lab 12's beta sweep.
+
+    python benchmarks/make_reference_curves.py          # a few minutes on one core
+
+The file holds numbers only (the PPO histories), never code: the Lab 12 notebook overlays them on a
+student's own sweep. They are made with the instructor's solution (loaded from the source notebook
+by ``nbcode.load_lab``) and the notebook's own protocol: the SFT checkpoint, ranked data of 2000
+prompts (seed 0), ``train_reward_model``, the offset from 2000 SFT samples (seed 2), then one
+``train_rlhf`` run per beta of the sweep and per PPO seed (seed 0 is the notebook's own run).
+"""
+
+import argparse
+import dataclasses
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nbcode import REPO, load_lab  # noqa: E402
+
+from course_utils.lab12_views import REFERENCE_PATH  # noqa: E402
+from course_utils.prefs import KAPPA, digit_counts, ranked_data  # noqa: E402
+from course_utils.tinylm import load_sft, make_batch, sample  # noqa: E402
+
+BETAS = [0.0, 0.05, 0.07, 0.1, 0.2]      # the notebook's SWEEP_BETAS
+SEEDS = [0, 1, 2]                        # PPO seeds; 0 is the seed of the notebook's runs
+KEYS = ["rm", "gold", "kl", "acc", "malformed", "digits", "beta"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=REFERENCE_PATH)
+    args = parser.parse_args()
+
+    lab = load_lab("lab12", REPO)
+    sft = load_sft()
+    rm = lab["train_reward_model"](ranked_data(sft, 2000, k=4, seed=0))
+    with torch.no_grad():
+        prompts, _ = make_batch(2000, random.Random(2))
+        out = sample(sft, prompts, generator=torch.Generator().manual_seed(2))
+        rm_offset = rm(digit_counts(out)).mean().item()
+    base = lab["RLHFConfig"]()
+    runs = {}
+    for beta in BETAS:
+        runs[repr(beta)] = []
+        for seed in SEEDS:
+            t0 = time.perf_counter()
+            _, hist = lab["train_rlhf"](sft, rm, rm_offset, dataclasses.replace(base, beta=beta, seed=seed))
+            runs[repr(beta)].append({k: [round(v, 4) for v in hist[k]] for k in KEYS})
+            print(f"beta {beta:<5g} seed {seed}: gold {sum(hist['gold'][-10:]) / 10:+.2f}  "
+                  f"KL {sum(hist['kl'][-10:]) / 10:6.2f}  ({time.perf_counter() - t0:.1f} s)", flush=True)
+    meta = {"what": "Lab 12 reference PPO runs (instructor's solution), one history per PPO seed",
+            "betas": BETAS, "seeds": SEEDS, "kappa": KAPPA, "rm_offset": round(rm_offset, 6),
+            "rm_weights": [round(w, 6) for w in rm.w.tolist()],
+            "config": {k: v for k, v in dataclasses.asdict(base).items() if k not in ("beta", "seed")},
+            "torch": torch.__version__, "keys": KEYS}
+    args.out.write_text(json.dumps({"meta": meta, "runs": runs}, separators=(",", ":")) + "\n")
+    print(f"wrote {args.out} ({args.out.stat().st_size / 1024:.0f} KiB)")
+
+
+if __name__ == "__main__":
+    main()
