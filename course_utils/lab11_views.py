@@ -96,7 +96,11 @@ def _heatmap(ax, data, title, **kwargs):
 
 
 def _show_slider(view, slider, describe):
-    """Display ``slider`` above an Output widget showing ``view.update(value)`` as a PNG."""
+    """Display ``slider``, a caption and an Output widget showing ``view.update(value)`` as a PNG.
+
+    Returns the VBox (slider, caption, output). A student's function that fails at some slider value
+    is reported in the caption; the last good plot stays.
+    """
     import ipywidgets as widgets
     from IPython.display import Image, display
 
@@ -117,7 +121,9 @@ def _show_slider(view, slider, describe):
 
     slider.observe(lambda change: redraw(change["new"]), names="value")
     redraw(slider.value)
-    display(widgets.VBox([slider, note, out]))
+    box = widgets.VBox([slider, note, out])
+    display(box)
+    return box
 
 
 # ----------------------------------------------------------------------------- temperature
@@ -221,7 +227,7 @@ class TemperatureView:
 
         slider = widgets.SelectionSlider(options=[float(t) for t in self.temperatures], value=1.0,
                                          description="T", continuous_update=True)
-        _show_slider(self, slider, "T")
+        self.widget = _show_slider(self, slider, "T")
 
 
 # ----------------------------------------------------------------------------- beta
@@ -306,7 +312,7 @@ class BetaView:
 
         slider = widgets.FloatLogSlider(value=1.0, base=10, min=-2, max=2, step=0.05,
                                         description="beta", continuous_update=True)
-        _show_slider(self, slider, "beta")
+        self.widget = _show_slider(self, slider, "beta")
 
 
 # ----------------------------------------------------------------------------- KL estimators
@@ -479,7 +485,7 @@ class SoftValueView:
 
         slider = widgets.FloatLogSlider(value=1.0, base=10, min=-2, max=2, step=0.05,
                                         description="beta", continuous_update=True)
-        _show_slider(self, slider, "beta")
+        self.widget = _show_slider(self, slider, "beta")
 
 
 __all__ = ["TemperatureView", "BetaView", "KLEstimatorExperiment", "SoftValueView", "entropy", "grading"]
