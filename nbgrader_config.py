@@ -12,10 +12,10 @@ import traceback
 try:
     from pathlib import Path
 
-    from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+    from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
     from nbgrader import preprocessors as pp
 
-    from course_utils.nbgrader_plugins import ClearWidgetState, HideTestCode
+    from course_utils.nbgrader_plugins import ClearWidgetState, HideTestCode, SurviveKernelDeath
 
     c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
     here = Path(__file__).resolve().parent
@@ -42,12 +42,16 @@ try:
         ClearWidgetState, pp.CheckCellMetadata, pp.ComputeChecksums, pp.SaveCells, pp.ClearHiddenTests,
         pp.ClearMarkScheme, pp.ComputeChecksums, pp.CheckCellMetadata]
 
-    # -- autograde: a cell may run for 60 s (an infinite loop costs one timeout per cell that
-    #    calls it); a deleted or re-typed test cell is restored from the gradebook
-    c.Execute.timeout = 60
+    # -- autograde: a cell may run for 30 s (under NBGRADER_EXECUTION every cell of both labs takes
+    #    under 4 s, the slowest being the setup cell; an infinite loop costs one timeout per cell
+    #    that calls it); a deleted or re-typed test cell is restored from the gradebook
+    c.Execute.timeout = 30
     c.Execute.interrupt_on_timeout = True
-    c.Execute.allow_errors = True
     c.OverwriteCells.add_missing_cells = True
+    # a cell that kills the kernel (os._exit) fails like any other cell, the rest is still graded
+    c.Autograde.autograde_preprocessors = [
+        SurviveKernelDeath, pp.IgnorePattern, ClearMetadataPreprocessor, pp.LimitOutput,
+        pp.SaveAutoGrades, pp.AssignLatePenalties, pp.CheckCellMetadata]
     # any stderr in a grade cell scores 0: drop Python warnings, which never mean a wrong answer
     c.IgnorePattern.enabled = True
     c.IgnorePattern.pattern = r"(?s)^(?:[^\n]*(?:Warning|warnings\.warn)[^\n]*\n?(?:  [^\n]*\n?)*)+$"

@@ -29,7 +29,8 @@ from pathlib import Path
 
 import nbformat
 
-REPO = Path(__file__).resolve().parents[1]      # where source/ and release/ are read from
+# where source/ and release/ are read from: this checkout, or another one named in COURSE_UNDER_TEST
+REPO = Path(os.environ.get("COURSE_UNDER_TEST") or Path(__file__).resolve().parents[1])
 LABS = ("lab11", "lab12")
 BIN = Path(sys.executable).parent               # the venv that runs pytest also runs nbgrader
 
@@ -166,6 +167,14 @@ def autograde(course, lab, submissions, timeout=None):
         for step in ("submitted", "autograded", "feedback"):
             shutil.rmtree(course / step / student / lab, ignore_errors=True)
         _write(course / "submitted" / student / lab / f"{lab}.ipynb", submission)
+    return grade(course, lab, list(submissions), timeout=timeout)
+
+
+def grade(course, lab, students, timeout=None):
+    """Run ONE ``nbgrader autograde <lab>`` on what is in submitted/ (e.g. after ``nbgrader
+    collect``) and return Grades for ``students``. A score is None where nbgrader left the cell
+    to a human (it could not grade it automatically)."""
+    course = Path(course)
     _, log = nbgrader(course, "autograde", lab, check=False, timeout=timeout)
 
     from nbgrader.api import Gradebook, MissingEntry
@@ -173,19 +182,18 @@ def autograde(course, lab, submissions, timeout=None):
     grades, ungradable = {}, {}
     failed = set(re.findall(rf"error processing assignment '{re.escape(lab)}' for student '([^']+)'", log))
     with Gradebook(db_url(course)) as gb:
-        for student in submissions:
+        for student in students:
             graded = (course / "autograded" / student / lab / f"{lab}.ipynb").exists()
-            if student in failed or not graded:
-                grades[student] = {}
-                ungradable[student] = _errors_about(log, student, lab)
-                continue
             try:
+                if student in failed or not graded:
+                    raise MissingEntry()
                 nb = gb.find_submission_notebook(lab, lab, student)
             except MissingEntry:
                 grades[student] = {}
                 ungradable[student] = _errors_about(log, student, lab)
                 continue
-            grades[student] = {g.name: float(g.score) for g in nb.grades if g.max_score > 0}
+            grades[student] = {g.name: None if g.score is None else float(g.score)
+                               for g in nb.grades if g.max_score > 0}
     return Grades(grades, log=log, ungradable=ungradable)
 
 
@@ -215,11 +223,11 @@ def max_scores(course, lab):
 
 
 def total(scores):
-    return sum(scores.values())
+    return sum(v or 0.0 for v in scores.values())
 
 
 __all__ = ["course_copy", "solved_submission", "blank_submission", "autograde", "max_scores",
-           "solution_text", "nbgrader", "db_url", "Grades", "NbgraderError", "total", "LABS", "REPO"]
+           "grade", "solution_text", "nbgrader", "db_url", "Grades", "NbgraderError", "total", "LABS", "REPO"]
 
 if __name__ == "__main__":     # quick manual check: python tests/nbgrader_harness.py /tmp/x lab11
     tmp, lab = Path(sys.argv[1]), sys.argv[2]

@@ -1,0 +1,338 @@
+"""The whole nbgrader lifecycle of both labs, on a temporary copy of the course.
+
+generate_assignment (equal to the committed release/) -> validate source (passes) and release (fails
+every test) -> release_assignment -> fetch and submit for simulated students -> collect ->
+autograde (one call per lab) -> generate_feedback -> export grades.csv. Every student's score is
+known in advance, cell by cell; adversarial students may cost at most their own task, or be
+reported ungradable with a clear message. Nothing of the solutions or hidden tests may reach
+release/ or the feedback.
+
+The lifecycle runs once (a module fixture); the tests below check its parts.
+"""
+
+import csv
+import html
+import json
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import nbgrader_harness as h
+import students as st
+
+pytestmark = pytest.mark.slow
+
+COURSE_ID = "rl-for-llms"
+LABS = [lab for lab in h.LABS if (h.REPO / "source" / lab / f"{lab}.ipynb").exists()]
+CLI_STUDENT = "sol"          # fetches and submits with the real command line; the others via the API
+
+
+def roster(lab):
+    """{student: builder}; a builder returns (submission, expected {test grade_id: points}, or None
+    for a submission nbgrader cannot grade at all)."""
+    def task(i):
+        tasks = st.tasks(lab)
+        return tasks[i % len(tasks)]          # a task by position, whatever the lab's size
+
+    students = {
+        "sol": lambda: st.solution(lab),
+        "blank": lambda: st.blank(lab),
+        "partial": lambda: st.partial(lab, {x.name for x in st.tasks(lab)[::2]}),
+        "osexit": lambda: st.os_exit(lab, task(4)),
+        "warnings": lambda: st.warnings_everywhere(lab),
+        "notjson": lambda: st.not_json(lab),
+    }
+    if lab == "lab11":     # the quick lab carries the rest of the adversarial catalogue
+        students.update({
+            "loop": lambda: st.infinite_loop(lab, task(3)),
+                "patched": lambda: st.monkeypatched_checks(lab),
+            # three tricks in three tasks, three edits of the notebook in three others
+            "tricks": lambda: st.combine(lab, st.system_exit(lab, task(1)), st.constant(lab, task(5)),
+                                         st.always_equal(lab, task(6))),
+            "edits": lambda: st.combine(lab, st.edited_test(lab, task(6)), st.deleted_test(lab, task(2)),
+                                        st.changed_cell_types(lab, task(5), task(0))),
+        })
+    return students
+
+
+@dataclass
+class Lifecycle:
+    course: Path
+    rosters: dict = field(default_factory=dict)     # lab -> roster
+    grades: dict = field(default_factory=dict)      # lab -> harness.Grades
+    validation: dict = field(default_factory=dict)  # (lab, "source"|"release") -> Validator result
+    logs: dict = field(default_factory=dict)        # step -> nbgrader output
+    timings: dict = field(default_factory=dict)     # step -> seconds
+
+
+class _Timer:
+    def __init__(self, timings, name):
+        self.timings, self.name = timings, name
+
+    def __enter__(self):
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc):
+        self.timings[self.name] = round(time.perf_counter() - self.t0, 1)
+
+
+def _validate(course, lab, folder):
+    """nbgrader's Validator on a copy of <folder>/<lab>/<lab>.ipynb, with the course's timeout."""
+    from nbgrader.validator import Validator
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    nb_path = course / "validate" / folder / lab / f"{lab}.ipynb"
+    nb_path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(course / folder / lab / f"{lab}.ipynb", nb_path)
+    return Validator(config=config).validate(str(nb_path))
+
+
+def _exchange_api(course, exchange, home, student, lab, submission):
+    """What `nbgrader fetch_assignment` then `nbgrader submit` do, through nbgrader's exchange API."""
+    from nbgrader.auth import Authenticator
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeSubmit
+    from traitlets.config import Config
+
+    config = Config()
+    config.Exchange.root = str(exchange)
+    config.Exchange.assignment_dir = str(home)
+    config.CourseDirectory.course_id = COURSE_ID
+    config.CourseDirectory.assignment_id = lab
+    config.CourseDirectory.student_id = student
+    for step in (ExchangeFetchAssignment, None, ExchangeSubmit):
+        if step is None:
+            h._write(home / lab / f"{lab}.ipynb", submission)
+            continue
+        coursedir = CourseDirectory(config=config)
+        step(coursedir=coursedir, authenticator=Authenticator(config=config), config=config).start()
+
+
+def _exchange_cli(course, exchange, home, student, lab, submission):
+    home.mkdir(parents=True, exist_ok=True)
+    common = [f"--course={COURSE_ID}", f"--Exchange.root={exchange}"]
+    h.nbgrader(home, "fetch_assignment", lab, *common)
+    h._write(home / lab / f"{lab}.ipynb", submission)
+    h.nbgrader(home, "submit", lab, *common, f"--student={student}")
+
+
+@pytest.fixture(scope="module")
+def life(tmp_path_factory):
+    if not LABS:
+        pytest.skip("no lab in source/ yet")
+    tmp = tmp_path_factory.mktemp("lifecycle")
+    timings = {}
+    with _Timer(timings, "course copy + generate_assignment"):
+        course = h.course_copy(tmp, labs=LABS)
+    run = Lifecycle(course=course, timings=timings)
+    with _Timer(timings, "validate source + release"):
+        for lab in LABS:
+            for folder in ("source", "release"):
+                run.validation[lab, folder] = _validate(course, lab, folder)
+
+    exchange = course / "exchange"
+    exchange.mkdir(mode=0o777)
+    with _Timer(timings, "release_assignment, fetch, submit, collect"):
+        for lab in LABS:
+            _, run.logs[f"release {lab}"] = h.nbgrader(course, "release_assignment", lab)
+            run.rosters[lab] = {name: build() for name, build in roster(lab).items()}
+            for student, (submission, _) in run.rosters[lab].items():
+                home = tmp / "homes" / student
+                exchange_step = _exchange_cli if student == CLI_STUDENT else _exchange_api
+                exchange_step(course, exchange, home, student, lab, submission)
+            _, run.logs[f"collect {lab}"] = h.nbgrader(course, "collect", lab)
+    for lab in LABS:
+        with _Timer(timings, f"autograde {lab} ({len(run.rosters[lab])} students)"):
+            run.grades[lab] = h.grade(course, lab, list(run.rosters[lab]))
+    with _Timer(timings, "generate_feedback"):
+        for lab in LABS:
+            _, run.logs[f"feedback {lab}"] = h.nbgrader(course, "generate_feedback", lab, check=False)
+    with _Timer(timings, "export"):
+        _, run.logs["export"] = h.nbgrader(course, "export", "--to", "grades.csv")
+    print("\nlifecycle timings (s):", json.dumps(timings, indent=1))
+    return run
+
+
+# -- release ----------------------------------------------------------------------------------------
+
+_VOLATILE_CELL = ("id", "execution_count")
+_VOLATILE_META = ("execution", "collapsed", "scrolled", "trusted")
+
+
+def _normalized(path):
+    nb = nbformat.read(str(path), as_version=4)
+    cells = []
+    for cell in nb.cells:
+        cell = {k: v for k, v in cell.items() if k not in _VOLATILE_CELL}
+        cell["metadata"] = {k: v for k, v in cell["metadata"].items() if k not in _VOLATILE_META}
+        cells.append(cell)
+    return {"metadata": dict(nb.metadata), "cells": cells}
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_release_is_what_generate_assignment_makes(life, lab):
+    generated, committed = life.course / "release" / lab, h.REPO / "release" / lab
+    files = lambda d: sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file())  # noqa: E731
+    assert files(generated) == files(committed), "release/ holds other files than generate_assignment makes"
+    new, old = _normalized(generated / f"{lab}.ipynb"), _normalized(committed / f"{lab}.ipynb")
+    assert new["metadata"] == old["metadata"]
+    assert len(new["cells"]) == len(old["cells"]), f"release/{lab}: run `make release` and commit it"
+    for i, (a, b) in enumerate(zip(new["cells"], old["cells"])):
+        assert a == b, f"release/{lab} cell {i} differs from the generated one: run `make release`"
+
+
+# -- validation -------------------------------------------------------------------------------------
+
+def _test_sources(lab, folder):
+    nb = nbformat.read(str(h.REPO / folder / lab / f"{lab}.ipynb"), as_version=4)
+    return {c.metadata.nbgrader["grade_id"]: c.source.strip() for c in nb.cells
+            if h._grading(c).get("grade") and c.cell_type == "code"}
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_source_validates(life, lab):
+    result = life.validation[lab, "source"]
+    assert result == {}, f"source/{lab} does not pass its own tests:\n" + "\n".join(
+        f"{r.get('raw_error', r)}" for r in result.get("failed", []))
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_release_fails_every_test(life, lab):
+    result = life.validation[lab, "release"]
+    failed = {r["source"] for r in result.get("failed", [])}
+    tests = _test_sources(lab, "release")
+    passing = [gid for gid, src in tests.items() if src not in failed]
+    assert not passing, f"release/{lab}: these test cells pass without any solution: {passing}"
+
+
+# -- the exchange -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lab", LABS)
+def test_collect_gathers_every_submission(life, lab):
+    for student, (submission, _) in life.rosters[lab].items():
+        got = life.course / "submitted" / student / lab / f"{lab}.ipynb"
+        assert got.exists(), f"{student}'s {lab} was not collected:\n{life.logs[f'collect {lab}']}"
+        assert (got.parent / "timestamp.txt").exists()
+        if isinstance(submission, str):
+            assert got.read_text() == submission
+        else:
+            assert nbformat.read(str(got), as_version=4).cells == submission.cells
+
+
+# -- scores -----------------------------------------------------------------------------------------
+
+def _cases():
+    return [(lab, s) for lab in LABS for s in roster(lab)]
+
+
+@pytest.mark.parametrize("lab,student", _cases())
+def test_score(life, lab, student):
+    _, expected = life.rosters[lab][student]
+    got = life.grades[lab][student]
+    if expected is None:
+        message = life.grades[lab].ungradable.get(student, "")
+        assert got == {} and "not appear to be JSON" in message, (got, message)
+        return
+    assert got == expected, (
+        f"{student} ({lab}): expected {h.total(expected)} points, got {h.total(got)}\n"
+        + "\n".join(f"  {gid}: expected {expected.get(gid)}, got {got.get(gid)}"
+                    for gid in sorted(set(got) | set(expected)) if got.get(gid) != expected.get(gid)))
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_max_scores_match_the_source(life, lab):
+    assert h.max_scores(life.course, lab) == st.full_marks(lab)
+
+
+# -- grades.csv -------------------------------------------------------------------------------------
+
+def test_grades_csv(life):
+    rows = list(csv.DictReader((life.course / "grades.csv").open()))
+    by_key = {(r["assignment"], r["student_id"]): r for r in rows}
+    for lab in LABS:
+        full = sum(st.full_marks(lab).values())
+        for student, (_, expected) in life.rosters[lab].items():
+            row = by_key.get((lab, student))
+            assert row is not None, f"grades.csv has no row for {student} / {lab}"
+            assert float(row["max_score"]) == full
+            assert float(row["score"]) == pytest.approx(h.total(expected or {})), (student, lab, row)
+
+
+# -- no leaks ---------------------------------------------------------------------------------------
+
+def _secret_lines(lab):
+    """Lines of the source that students must never see: solution and hidden-test code (lines
+    that also occur in what students do see are not secrets)."""
+    nb = nbformat.read(str(h.REPO / "source" / lab / f"{lab}.ipynb"), as_version=4)
+    secret, public = set(), set()
+    for cell in nb.cells:
+        inside = None
+        for line in cell.source.splitlines():
+            s = line.strip()
+            if re.match(r"^#+\s*BEGIN (SOLUTION|HIDDEN TESTS)", s):
+                inside = True
+            elif re.match(r"^#+\s*END (SOLUTION|HIDDEN TESTS)", s):
+                inside = None
+            elif inside:
+                secret.add(s)
+            else:
+                public.add(s)
+    return {s for s in secret - public if len(s) >= 12 and not s.startswith("#")}
+
+
+def _text_of_html(page):
+    page = re.sub(r"(?s)<(style|script)\b.*?</\1>", "", page)
+    return html.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+def _lines(text):
+    return {line.strip() for line in text.splitlines()}
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_release_leaks_nothing(life, lab):
+    folder = h.REPO / "release" / lab
+    text = "\n".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
+    nb = nbformat.read(str(folder / f"{lab}.ipynb"), as_version=4)
+    leaked = _secret_lines(lab) & _lines("\n".join(c.source for c in nb.cells))
+    assert not leaked, f"release/{lab} shows solution or hidden-test lines: {sorted(leaked)[:5]}"
+    assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text
+    assert "widgets" not in nb.metadata, "widget state (stale images of a solution run) in release/"
+    assert all(not c.get("outputs") for c in nb.cells), "outputs saved in release/"
+    assert "application/vnd.jupyter.widget" not in text
+    assert not [p for p in folder.rglob("*.py")], "a .py file in release/ may carry solutions"
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_feedback_leaks_no_hidden_test(life, lab):
+    secrets = _secret_lines(lab)
+    # the instructor's solution must not reach a student who did not write it
+    solution_secrets = {s for s in secrets if any(s in t for t in h.solution_text(lab).values())}
+    pages = {}
+    for student, (_, expected) in life.rosters[lab].items():
+        page = life.course / "feedback" / student / lab / f"{lab}.html"
+        if expected is None:
+            assert not page.exists()
+            continue
+        assert page.exists(), f"no feedback for {student}:\n{life.logs[f'feedback {lab}']}"
+        pages[student] = page.read_text()
+    for student, page in pages.items():
+        text = _text_of_html(page)
+        hidden = (secrets - solution_secrets) & _lines(text)
+        assert not hidden, f"{student}'s feedback shows hidden-test lines: {sorted(hidden)[:5]}"
+        assert "BEGIN HIDDEN TESTS" not in text
+        assert "application/vnd.jupyter.widget-state" not in page
+        own = life.rosters[lab][student][0]
+        shown = (solution_secrets & _lines(text)) - _lines("\n".join(c.source for c in own.cells))
+        assert not shown and "BEGIN SOLUTION" not in text, \
+            f"{student}'s feedback shows the instructor's solution: {sorted(shown)[:5]}"
+    # a failed hidden check says what failed (the message), not the code
+    assert "Traceback (most recent call last)" not in _text_of_html(pages["blank"])
+    assert "NotImplementedError" in _text_of_html(pages["blank"])
