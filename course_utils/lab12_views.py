@@ -380,8 +380,8 @@ class SampleExplorer:
     def _cell(resp, gold, score):
         color = {1.0: "#1a7f37", 0.0: "#9a6700", -1.0: "#cf222e"}[gold]
         text = resp if resp else "(blank)"
-        return (f"<td style='font-family:monospace;color:{color}'>{text}</td>"
-                f"<td style='color:#555'>{gold:+.0f} / {score:+.2f}</td>")
+        return (f"<td style='font-family:monospace;color:{color};padding:1px 8px'>{text}</td>"
+                f"<td style='color:#555;padding:1px 12px 1px 4px'>{gold:+.0f} / {score:+.2f}</td>")
 
     def update(self, temperature):
         """The HTML table for ``temperature`` (one of the precomputed ones)."""
@@ -392,7 +392,7 @@ class SampleExplorer:
             first = self.table[temperature, names[0]]
             cells = "".join(self._cell(self.table[temperature, n]["resp"][i], self.table[temperature, n]["gold"][i],
                                        self.table[temperature, n]["rm"][i]) for n in names)
-            rows.append(f"<tr><td style='font-family:monospace'>{first['prompts'][i]}</td>{cells}</tr>")
+            rows.append(f"<tr><td style='font-family:monospace;padding:1px 8px'>{first['prompts'][i]}</td>{cells}</tr>")
         summary = "".join(
             f"<td colspan=2>gold {self.table[temperature, n]['mean_gold']:+.2f}, RM {self.table[temperature, n]['mean_rm']:+.2f}"
             f"<br>correct {self.table[temperature, n]['acc']:.0%}, malformed {self.table[temperature, n]['malformed']:.0%}</td>"
