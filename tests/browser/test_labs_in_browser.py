@@ -21,7 +21,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 LABS = ["lab11", "lab12"]
 RUN_ALL_TIMEOUT_S = 600          # Lab 12 runs its PPO experiments: about 1-2 minutes on a laptop
 CELL_TIMEOUT_S = 180
-FRIENDLY = re.compile(r"Finish Task \d+.* first")
+# "Finish Task 2 (...) first, then run this cell again.", "Fit the reward model first (Tasks 1 and 2)"
+FRIENDLY = re.compile(r"\bTasks? \d.*\bfirst\b|\bfirst\b.*\bTasks? \d")       # within one line
 BETA = re.compile(r"^(beta|β)", re.I)
 TEMPERATURE = re.compile(r"^(T|temperature|τ)\b", re.I)
 
@@ -117,10 +118,19 @@ def test_release_notebook_says_finish_task_first(lab_page, lab):
                 for i, t in stray.items()))
     with step(page, f"{lab} (release): explore cells say 'Finish Task N first'", f"{lab}-release"):
         assert explore, "no cell tagged 'explore'"
-        assert friendly, f"no explore cell (cells {explore}) printed 'Finish Task N first'"
         for i in friendly:
-            msg = next(m.group(0) for o in outs[i] for m in [FRIENDLY.search(o["text"])] if m)
-            print(f"[browser]   cell {i}: {msg}")
+            line = next(ln for o in outs[i] for ln in o["text"].splitlines() if FRIENDLY.search(ln))
+            print(f"[browser]   cell {i}: {line.strip()}")
+        assert friendly, f"no explore cell (cells {explore}) printed 'Finish Task N first'"
+        # an explore cell that waits for a task must say so, not stay blank
+        silent = [i for i in explore if "needs(" in cells[i].source
+                  and not any(o["text"].strip() or o["imgs"] for o in outs[i])]
+        if silent:
+            jlab.scroll_to_top(page, jlab.cells(page).nth(silent[0]))      # for the screenshot
+            raise AssertionError(
+                f"explore cells {silent} use needs(...) but showed nothing on the unfilled notebook: "
+                "a student cannot tell they wait for a task. First lines:\n" + "\n".join(
+                    f"--- cell {i}: {cells[i].source.splitlines()[0]}" for i in silent))
         assert errors, "no test cell failed on the unfilled notebook"
     jlab.scroll_to_top(page, jlab.cells(page).nth(friendly[0]))
     jlab.shot(page, f"{lab}-release")
