@@ -5,11 +5,12 @@ the work a slider does from the widget that shows it:
 
     view = TemperatureView(model, "7+5=", generate)     # caches the logits of the toy LM
     png = view.update(0.7)                              # re-plot at T = 0.7: PNG bytes, < 150 ms
+                                                        # (the first call also draws the axes, ~1 s)
     view.show()                                         # slider + plot in JupyterLab
 
-    BetaView(ref_first, ref_second, rewards, tilted_optimum, kl_objective).update(0.1)
+    BetaView(ref_first, ref_second, rewards, tilted_optimum, kl_objective).update(0.3)
     KLEstimatorExperiment(model, "7+5=", kl_estimators).rows      # bias and std of k1, k2, k3
-    SoftValueView(ref_first, ref_second, rewards, token_level_optimum, tilted_optimum).update(0.1)
+    SoftValueView(ref_first, ref_second, rewards, token_level_optimum, tilted_optimum).update(0.3)
 
 A constructor calls the student's functions (no drawing yet), so an unfinished task raises its
 NotImplementedError inside the notebook's ``with needs(...)`` block (a one-line message, no
