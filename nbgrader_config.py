@@ -15,7 +15,8 @@ try:
     from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
     from nbgrader import preprocessors as pp
 
-    from course_utils.nbgrader_plugins import ClearWidgetState, HideTestCode, SurviveKernelDeath
+    from course_utils.nbgrader_plugins import (ClearWidgetState, FlagTampering, HideTestCode,
+                                              SurviveKernelDeath)
 
     c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
     here = Path(__file__).resolve().parent
@@ -48,10 +49,11 @@ try:
     c.Execute.timeout = 30
     c.Execute.interrupt_on_timeout = True
     c.OverwriteCells.add_missing_cells = True
-    # a cell that kills the kernel (os._exit) fails like any other cell, the rest is still graded
+    # a cell that kills the kernel (os._exit) fails like any other cell, the rest is still graded;
+    # a notebook that rebinds the checks or patches torch/numpy/math is held at 0 for review
     c.Autograde.autograde_preprocessors = [
         SurviveKernelDeath, pp.IgnorePattern, ClearMetadataPreprocessor, pp.LimitOutput,
-        pp.SaveAutoGrades, pp.AssignLatePenalties, pp.CheckCellMetadata]
+        pp.SaveAutoGrades, FlagTampering, pp.AssignLatePenalties, pp.CheckCellMetadata]
     # any stderr in a grade cell scores 0: drop Python warnings, which never mean a wrong answer
     c.IgnorePattern.enabled = True
     c.IgnorePattern.pattern = r"(?s)^(?:[^\n]*(?:Warning|warnings\.warn)[^\n]*\n?(?:  [^\n]*\n?)*)+$"

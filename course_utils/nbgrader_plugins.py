@@ -6,12 +6,16 @@ HideTestCode      -- generate_feedback: a failed check shows its error type and 
                      traceback, which would quote the lines of a hidden test.
 SurviveKernelDeath -- autograde: a cell that kills the kernel (os._exit, a crash, out of memory)
                      scores like a failing cell instead of leaving the whole notebook ungraded.
+FlagTampering     -- autograde: a notebook whose cells rebind the checks (``assert_close = ...``)
+                     or patch a module (``torch.allclose = ...``) is held at 0 for a TA's review.
 """
 
+import ast
 import copy
 
 from nbclient.exceptions import DeadKernelError
 from nbformat.notebooknode import NotebookNode
+from nbgrader.api import Gradebook
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer
 
@@ -83,3 +87,147 @@ class SurviveKernelDeath(Execute):
                     if len(self._skip_on_replay) >= self.max_kernel_deaths:
                         raise
                     return self._restart_and_replay(upto)
+
+
+# -- tampering with the checks ---------------------------------------------------------------------
+
+_SUSPECT_CALLS = {"setattr", "delattr", "exec", "eval", "compile", "globals", "vars", "__import__"}
+_SUSPECT_ATTRS = {"__setattr__", "__delattr__", "__dict__", "__code__", "__globals__", "__builtins__",
+                  "__defaults__", "__kwdefaults__", "__class__"}
+
+
+def _root(node):
+    """`a` for the expressions a, a.b.c, a[0].b, a.b(...)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _targets(targets):
+    """The names, attributes and subscripts that an assignment binds (tuples unpacked)."""
+    for t in targets:
+        if isinstance(t, (ast.Tuple, ast.List)):
+            yield from _targets(t.elts)
+        elif isinstance(t, ast.Starred):
+            yield from _targets([t.value])
+        else:
+            yield t
+
+
+def _imports(tree):
+    """{name: what it is bound to} for every import in ``tree``."""
+    bound = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                name = alias.asname or alias.name.split(".")[0]
+                bound[name] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                bound[alias.asname or alias.name] = f"{'.' * node.level}{node.module}.{alias.name}"
+    return bound
+
+
+def _parse(source):
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+        source = TransformerManager().transform_cell(source)     # %magics -> plain Python
+    except Exception:  # noqa: BLE001 -- without IPython, parse the cell as it is
+        pass
+    try:
+        return ast.parse(source)
+    except SyntaxError:
+        return None                 # does not run either: nothing to tamper with
+
+
+def tampering(cells):
+    """Reasons to distrust a notebook's automatic grades: code in the cells a student may edit
+    that rebinds a name the read-only cells import (e.g. ``assert_close``), assigns to an
+    attribute of a module (``torch.allclose = ...``) or of a read-only name, or reaches for
+    setattr / exec / globals and the like. Returns a list of "cell <id>, line <n>: <what>"."""
+    protected = {}
+    for cell in cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("locked") and not meta.get("solution"):
+            tree = _parse(cell.source)
+            if tree is not None:
+                protected.update(_imports(tree))
+    reasons = []
+    for index, cell in enumerate(cells):
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or (meta.get("locked") and not meta.get("solution")):
+            continue
+        tree = _parse(cell.source)
+        if tree is None:
+            continue
+        modules = {**protected, **_imports(tree)}
+        where = meta.get("grade_id") or f"#{index}"
+
+        def flag(node, what):
+            reasons.append(f"cell {where}, line {getattr(node, 'lineno', '?')}: {what}")
+
+        top_level = {id(n) for n in tree.body}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for name, target in _imports(ast.Module(body=[node], type_ignores=[])).items():
+                    if name in protected and protected[name] != target:
+                        flag(node, f"rebinds `{name}` by an import")
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete, ast.For,
+                                   ast.With, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                targets = (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else
+                           [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)) else
+                           [i.optional_vars for i in node.items if i.optional_vars] if isinstance(node, ast.With)
+                           else [])
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    if id(node) in top_level and node.name in protected:
+                        flag(node, f"redefines `{node.name}`")
+                for t in _targets(targets):
+                    if isinstance(t, ast.Name) and t.id in protected and id(node) in top_level:
+                        flag(node, f"rebinds `{t.id}`")
+                    elif isinstance(t, (ast.Attribute, ast.Subscript)) and _root(t) in modules:
+                        flag(node, f"changes `{ast.unparse(t)}`")
+            elif isinstance(node, ast.Global):
+                for name in node.names:
+                    if name in protected:
+                        flag(node, f"declares `global {name}`")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id in _SUSPECT_CALLS:
+                flag(node, f"calls `{node.func.id}`")
+            elif isinstance(node, ast.Attribute) and node.attr in _SUSPECT_ATTRS:
+                flag(node, f"uses `{node.attr}`")
+            elif isinstance(node, ast.Name) and node.id == "__builtins__":
+                flag(node, "uses `__builtins__`")
+            elif isinstance(node, ast.NamedExpr) and node.target.id in protected:
+                flag(node, f"rebinds `{node.target.id}`")
+    return reasons
+
+
+class FlagTampering(NbGraderPreprocessor):
+    """Autograde, after SaveAutoGrades: a notebook whose editable cells tamper with the checks
+    (see ``tampering``) gets 0 on every graded cell, each marked "needs manual grade", and the
+    reasons as the comment of its first solution cell. A TA reviews it in the formgrader: a
+    manual score replaces the 0."""
+
+    def preprocess(self, nb, resources):
+        reasons = tampering(nb.cells)
+        if not reasons:
+            return nb, resources
+        info = resources["nbgrader"]
+        student, lab, notebook = info["student"], info["assignment"], info["notebook"]
+        self.log.warning("%s / %s: the checks may have been tampered with; every graded cell is 0 "
+                         "until a TA reviews it:\n  %s", student, lab, "\n  ".join(reasons))
+        comment = "Grades withheld for review: " + "; ".join(reasons)
+        with Gradebook(info["db_url"]) as gb:
+            for cell in nb.cells:
+                meta = cell.metadata.get("nbgrader", {})
+                if meta.get("grade"):
+                    grade = gb.find_grade(meta["grade_id"], notebook, lab, student)
+                    grade.auto_score = 0.0
+                    grade.needs_manual_grade = True
+            for cell in nb.cells:
+                meta = cell.metadata.get("nbgrader", {})
+                if meta.get("solution"):
+                    gb.find_comment(meta["grade_id"], notebook, lab, student).auto_comment = comment
+                    break
+            gb.db.commit()
+        return nb, resources

@@ -43,13 +43,15 @@ class NbgraderError(RuntimeError):
 
 
 class Grades(dict):
-    """{student: {grade_id: score}}, plus ``log`` (nbgrader's output) and ``ungradable``
-    ({student: nbgrader's error lines} for submissions that could not be graded at all)."""
+    """{student: {grade_id: score}}, plus ``log`` (nbgrader's output), ``ungradable`` ({student:
+    nbgrader's error lines} for submissions that could not be graded at all) and ``flagged``
+    ({student: [grade_id, ...]} of cells that nbgrader marked "needs manual grade")."""
 
-    def __init__(self, *args, log="", ungradable=None, **kwargs):
+    def __init__(self, *args, log="", ungradable=None, flagged=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.log = log
         self.ungradable = dict(ungradable or {})
+        self.flagged = dict(flagged or {})
 
 
 def _env():
@@ -179,7 +181,7 @@ def grade(course, lab, students, timeout=None):
 
     from nbgrader.api import Gradebook, MissingEntry
 
-    grades, ungradable = {}, {}
+    grades, ungradable, flagged = {}, {}, {}
     failed = set(re.findall(rf"error processing assignment '{re.escape(lab)}' for student '([^']+)'", log))
     with Gradebook(db_url(course)) as gb:
         for student in students:
@@ -194,7 +196,10 @@ def grade(course, lab, students, timeout=None):
                 continue
             grades[student] = {g.name: None if g.score is None else float(g.score)
                                for g in nb.grades if g.max_score > 0}
-    return Grades(grades, log=log, ungradable=ungradable)
+            review = sorted(g.name for g in nb.grades if g.needs_manual_grade)
+            if review:
+                flagged[student] = review
+    return Grades(grades, log=log, ungradable=ungradable, flagged=flagged)
 
 
 def _errors_about(log, student, lab):

@@ -52,6 +52,7 @@ def roster(lab):
         students.update({
             "loop": lambda: st.infinite_loop(lab, task(3)),
                 "patched": lambda: st.monkeypatched_checks(lab),
+            "rebound": lambda: st.redefined_checks(lab),
             # three tricks in three tasks, three edits of the notebook in three others
             "tricks": lambda: st.combine(lab, st.system_exit(lab, task(1)), st.constant(lab, task(5)),
                                          st.always_equal(lab, task(6))),
@@ -246,6 +247,33 @@ def test_score(life, lab, student):
                     for gid in sorted(set(got) | set(expected)) if got.get(gid) != expected.get(gid)))
 
 
+FLAGGED = {"patched": "changes `torch.allclose`", "rebound": "rebinds `assert_close`"}
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_tampering_is_held_for_review(life, lab):
+    grades = life.grades[lab]
+    flagged = {s: FLAGGED[s] for s in life.rosters[lab] if s in FLAGGED}
+    assert set(grades.flagged) == set(flagged), grades.flagged
+    for student, reason in flagged.items():
+        assert set(grades.flagged[student]) == set(st.full_marks(lab))
+        assert reason in grades.log
+        page = (life.course / "feedback" / student / lab / f"{lab}.html").read_text()
+        text = _text_of_html(page)
+        assert "Grades withheld for review" in text and reason.replace("`", "") in text
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_patched_comparisons_do_not_fool_the_checks(life, lab):
+    """Before any flag: with torch/numpy/math comparisons patched, every check still failed."""
+    if "patched" not in life.rosters[lab]:
+        pytest.skip("lab11 carries this student")
+    nb = nbformat.read(str(life.course / "autograded" / "patched" / lab / f"{lab}.ipynb"), as_version=4)
+    for cell in nb.cells:
+        if h._grading(cell).get("grade"):
+            assert any(o.output_type == "error" for o in cell.outputs), cell.metadata.nbgrader.grade_id
+
+
 @pytest.mark.parametrize("lab", LABS)
 def test_max_scores_match_the_source(life, lab):
     assert h.max_scores(life.course, lab) == st.full_marks(lab)
@@ -336,3 +364,16 @@ def test_feedback_leaks_no_hidden_test(life, lab):
     # a failed hidden check says what failed (the message), not the code
     assert "Traceback (most recent call last)" not in _text_of_html(pages["blank"])
     assert "NotImplementedError" in _text_of_html(pages["blank"])
+
+
+def test_gradebook_url_from_the_environment(life, tmp_path):
+    """A large course keeps its gradebook elsewhere (PostgreSQL) through NBGRADER_DB_URL."""
+    other = tmp_path / "elsewhere.db"
+    _, out = h.nbgrader(life.course, "db", "student", "add", "someone",
+                        env={"NBGRADER_DB_URL": f"sqlite:///{other}"})
+    assert other.exists(), out
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{other}") as gb:
+        assert [s.id for s in gb.students] == ["someone"]
+    with Gradebook(h.db_url(life.course)) as gb:
+        assert "someone" not in {s.id for s in gb.students}
