@@ -11,9 +11,9 @@ The lifecycle runs once (a module fixture); the tests below check its parts.
 """
 
 import csv
+import difflib
 import html
 import json
-import os
 import re
 import shutil
 import time
@@ -186,7 +186,10 @@ def test_release_is_what_generate_assignment_makes(life, lab):
     assert new["metadata"] == old["metadata"]
     assert len(new["cells"]) == len(old["cells"]), f"release/{lab}: run `make release` and commit it"
     for i, (a, b) in enumerate(zip(new["cells"], old["cells"])):
-        assert a == b, f"release/{lab} cell {i} differs from the generated one: run `make release`"
+        diff = "\n".join(difflib.unified_diff(json.dumps(b, indent=1, sort_keys=True).splitlines(),
+                                             json.dumps(a, indent=1, sort_keys=True).splitlines(),
+                                             "committed", "generated", lineterm="", n=1))
+        assert a == b, f"release/{lab} cell {i} differs from what source/ generates (run `make release`):\n{diff}"
 
 
 # -- validation -------------------------------------------------------------------------------------
