@@ -158,6 +158,13 @@ def life(tmp_path_factory):
     with _Timer(timings, "export"):
         _, run.logs["export"] = h.nbgrader(course, "export", "--to", "grades.csv")
     print("\nlifecycle timings (s):", json.dumps(timings, indent=1))
+    for lab in LABS:
+        print(f"{lab}: student, expected, got (of {sum(st.full_marks(lab).values()):g})")
+        for student, (_, expected) in run.rosters[lab].items():
+            got = run.grades[lab][student]
+            print(f"  {student:9s} {'ungradable' if expected is None else f'{h.total(expected):g}':>10s} "
+                  f"{'ungradable' if student in run.grades[lab].ungradable else f'{h.total(got):g}':>10s}"
+                  f"{'  held for review' if student in run.grades[lab].flagged else ''}")
     return run
 
 
