@@ -43,7 +43,11 @@ test-fast: setup  ## the unit tests only (seconds)
 release: setup  ## regenerate release/ from source/ (run after editing a lab)
 	for lab in $(LABS); do $(BIN)/nbgrader generate_assignment $$lab --force --create; done
 
-autograde: setup  ## TA: grade every collected submission in submitted/ (LAB=lab11|lab12)
+gradebook.db: | $(STAMP)
+	# the gradebook learns the labs (their cells, points and hidden tests) from generate_assignment
+	for lab in $(LABS); do $(BIN)/nbgrader generate_assignment $$lab --force --create; done
+
+autograde: setup gradebook.db  ## TA: grade every collected submission in submitted/ (LAB=lab11|lab12)
 	$(BIN)/nbgrader autograde $(LAB)
 
 feedback: setup  ## TA: write feedback HTML for every autograded submission (LAB=...)
