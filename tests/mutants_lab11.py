@@ -5,27 +5,13 @@ A mutant is the instructor's solution of ONE task with a plausible student mista
 its own task's check cell and nowhere else, and the check's message should name the mistake
 (``says``: a piece of the error message). A variant is another correct way to write a function
 (cross_entropy instead of log_softmax + gather, Gumbel-max sampling, logaddexp, nansum, ...,
-some of them emitting numpy warnings): it must keep full marks (tests/test_lab11_mutants.py).
+some of them emitting numpy warnings): it must keep full marks (tests/test_mutants.py).
 """
 
-from dataclasses import dataclass
+from mutant import Mutant, mutant
 
 
-@dataclass(frozen=True)
-class Mutant:
-    task_grade_id: str          # the check cell that must catch it, e.g. "test_kl_estimators"
-    solution_grade_id: str      # the solution cell it edits, e.g. "kl_estimators_solution"
-    name: str                   # a short name (also the simulated student's id)
-    edits: tuple                # ((old, new), ...) replacements in the solution text
-    says: str = ""              # a piece of the failing check's message ("" = not checked)
-
-    @property
-    def student(self):
-        return f"m_{self.name}"
-
-
-def _m(task, name, edits, says=""):
-    return Mutant(f"test_{task}", f"{task}_solution", name, tuple(edits), says)
+_m = mutant
 
 
 MUTANTS = [

@@ -2,26 +2,14 @@
 
 Each mutant is the instructor's solution of ONE task with a plausible student mistake spliced in
 (string replacements in that solution cell). Graded by the real nbgrader, a mutant must lose points
-on its own task's check cell and nowhere else (tests/test_lab12_mutants.py).
+on its own task's check cell and nowhere else (tests/test_mutants.py).
 """
 
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class Mutant:
-    task_grade_id: str          # the check cell that must catch it, e.g. "test_bt_loss"
-    solution_grade_id: str      # the solution cell it edits, e.g. "bt_loss_solution"
-    name: str                   # a short name (also the simulated student's id)
-    edits: tuple                # ((old, new), ...) replacements in the solution text
-
-    @property
-    def student(self):
-        return f"m_{self.name}"
+from mutant import Mutant, mutant
 
 
 def _m(task, name, *edits):
-    return Mutant(f"test_{task}", f"{task}_solution", name, tuple(edits))
+    return mutant(task, name, edits)
 
 
 MUTANTS = [
@@ -72,4 +60,46 @@ MUTANTS = [
        ("loss = policy_loss + vf_coef * value_loss", "loss = policy_loss + value_loss")),
 ]
 
-__all__ = ["Mutant", "MUTANTS"]
+
+# ----------------------------------------------------------------------------- correct variants
+def _v(task, name, body, first_line):
+    """Another correct formulation: ``body`` returns before the solution's ``first_line`` runs."""
+    return mutant(task, name, ((first_line, body + first_line),))
+
+
+VARIANTS = [
+    _v("bt_loss", "ok_softplus", "    return F.softplus(r_rejected - r_chosen).mean()\n",
+       "    return -F.logsigmoid("),
+    _v("bt_loss", "ok_bce_with_logits",
+       "    return F.binary_cross_entropy_with_logits(r_chosen - r_rejected, torch.ones_like(r_chosen))\n",
+       "    return -F.logsigmoid("),
+    _v("ranking_to_pairs", "ok_combinations",
+       "    import itertools\n    return list(itertools.combinations(ranking, 2))\n", "    pairs = []"),
+    _v("kl_penalized_rewards", "ok_one_hot",
+       "    last = F.one_hot(mask.sum(1).long() - 1, mask.shape[1])\n"
+       "    kl = torch.where(mask.bool(), -beta * (logp - ref_logp), torch.zeros_like(logp))\n"
+       "    return kl + last * score[:, None]\n",
+       "    rewards = torch.where("),
+    _v("gae_per_token", "ok_shifted_values",
+       "    v = values * mask\n"
+       "    v_next = torch.cat([v[:, 1:], torch.zeros_like(v[:, :1])], dim=1)\n"
+       "    deltas = rewards + gamma * v_next - v\n"
+       "    adv = torch.zeros_like(rewards)\n"
+       "    running = torch.zeros(rewards.shape[0])\n"
+       "    for t in range(rewards.shape[1] - 1, -1, -1):\n"
+       "        running = mask[:, t] * (deltas[:, t] + gamma * lam * running)\n"
+       "        adv[:, t] = running\n"
+       "    return adv, (adv + v) * mask\n",
+       "    B, T = rewards.shape"),
+    _v("ppo_rlhf_loss", "ok_max_of_negatives_explicit_mean",
+       "    rho = (logp - old_logp).exp()\n"
+       "    m = mask.float()\n"
+       "    pg = torch.max(-rho * advantages, -rho.clamp(1 - clip_eps, 1 + clip_eps) * advantages)\n"
+       "    pl = (pg * m).sum() / m.sum()\n"
+       "    vl = 0.5 * (((values - returns) ** 2) * m).sum() / m.sum()\n"
+       "    cf = ((((rho - 1).abs() > clip_eps).float()) * m).sum() / m.sum()\n"
+       "    return pl + vf_coef * vl, {\"policy_loss\": float(pl), \"value_loss\": float(vl), \"clip_frac\": float(cf)}\n",
+       "    ratio = torch.exp("),
+]
+
+__all__ = ["MUTANTS", "VARIANTS"]
