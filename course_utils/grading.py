@@ -36,6 +36,18 @@ def _fail(name, message):
     raise AnswerError(f"{name}: {message}")
 
 
+def _fail_explained(name, lines, mistakes, matches, hint):
+    """Fail with ``lines``, plus the first known mistake whose value ``matches`` the answer, or the hint."""
+    for description, value in (mistakes or {}).items():
+        if matches(value):
+            lines.append(f"Likely mistake: {description}.")
+            break
+    else:
+        if hint:
+            lines.append(f"Hint: {hint}.")
+    _fail(name, "\n  ".join(lines))
+
+
 def to_array(value, name="your answer"):
     """``value`` (tensor, array, number, list) as a float64 numpy array, or a clear AnswerError."""
     if value is None:
@@ -108,14 +120,8 @@ def assert_close(got, expected, name, atol=1e-5, rtol=1e-4, mistakes=None, hint=
                 diff = diff[~_isnan(diff)]
                 if diff.size:
                     lines.append(f"(largest difference {diff.max():.3g})")
-    for description, value in (mistakes or {}).items():
-        if _close(got, to_array(value, "mistake"), atol, rtol):
-            lines.append(f"Likely mistake: {description}.")
-            break
-    else:
-        if hint:
-            lines.append(f"Hint: {hint}.")
-    _fail(name, "\n  ".join(lines))
+    _fail_explained(name, lines, mistakes, lambda value: _close(got, to_array(value, "mistake"), atol, rtol),
+                    hint)
 
 
 def assert_true(condition, name, message):
@@ -137,14 +143,7 @@ def assert_equal_list(got, expected, name, mistakes=None, hint=None):
             type(g) is type(e) and g == e for g, e in zip(got_plain, expected)):
         return
     lines = [f"expected {expected!r}", f"but got {got_plain!r}"]
-    for description, value in (mistakes or {}).items():
-        if got_plain == list(value):
-            lines.append(f"Likely mistake: {description}.")
-            break
-    else:
-        if hint:
-            lines.append(f"Hint: {hint}.")
-    _fail(name, "\n  ".join(lines))
+    _fail_explained(name, lines, mistakes, lambda value: got_plain == list(value), hint)
 
 
 @contextlib.contextmanager
