@@ -1,0 +1,430 @@
+"""Time every path a student, TA or instructor waits on, against the course's budgets.
+
+    python benchmarks/bench.py              # or: make bench          (about 10 minutes)
+    python benchmarks/bench.py --quick      # one run of each instead of three (a few minutes)
+    python benchmarks/bench.py --make-test  # also time `make test` (long)
+
+Prints the machine, then one line per measurement: the median over repeated runs (every run in
+brackets) and its budget. The last line reads ``bench: K/N budgets met`` and names the misses.
+The labs' functions come from their source notebooks (``nbcode.load_lab``), so the figures are those
+of the reference solution. Raw figures are also written to artifacts/bench.json.
+"""
+
+import argparse
+import json
+import os
+import platform
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+from nbcode import REPO, load_lab, notebook_path  # noqa: E402
+
+import torch  # noqa: E402
+
+from course_utils.tinylm import load_sft  # noqa: E402
+
+LABS = ("lab11", "lab12")
+SLIDER_CALLS = 20
+_KERNEL_PEAK_MIB = []          # peak memory of each kernel that a Run All measurement started
+PEAKS = {}                     # {what: peak resident memory in MiB}
+
+
+# ----------------------------------------------------------------------------- reporting
+class Report:
+    """Collects measurements, prints each as it comes, and counts the budgets met."""
+
+    def __init__(self):
+        self.rows, self.budgets = [], []
+
+    def add(self, what, runs, unit="s", budget=None, note=""):
+        """runs: list of measurements (seconds, or ms for unit="ms"); budget: an upper bound or None."""
+        med = statistics.median(runs)
+        ok = None if budget is None else med <= budget
+        fmt = (lambda v: f"{v:.0f}") if unit == "ms" else (lambda v: f"{v:.2f}")
+        runs_txt = "[" + " ".join(fmt(v) for v in runs) + "]" if len(runs) > 1 else ""
+        budget_txt = "" if budget is None else f"<= {budget:g} {unit}"
+        status = "" if ok is None else ("ok" if ok else "MISS")
+        print(f"  {what:<44} {fmt(med):>8} {unit:<2} {runs_txt:<24} {budget_txt:<12} {status} {note}".rstrip(),
+              flush=True)
+        self.rows.append({"what": what, "median": med, "runs": runs, "unit": unit, "budget": budget,
+                          "ok": ok, "note": note})
+        if budget is not None:
+            self.budgets.append((what, ok, f"{fmt(med)} {unit} > {budget:g} {unit}"))
+        return med
+
+    def ratio(self, what, num, den, budget):
+        """A ratio of two medians (e.g. autograde / plain execution) against its budget."""
+        r = num / den
+        ok = r <= budget
+        print(f"  {what:<44} {r:>8.2f} x  {'':<24} <= {budget:g} x      {'ok' if ok else 'MISS'}", flush=True)
+        self.rows.append({"what": what, "median": r, "runs": [r], "unit": "x", "budget": budget, "ok": ok})
+        self.budgets.append((what, ok, f"{r:.2f} x > {budget:g} x"))
+
+    def missing(self, what, why, budgeted=True):
+        print(f"  {what:<44} {'n/a':>8}    {why}", flush=True)
+        self.rows.append({"what": what, "median": None, "note": why, "ok": False if budgeted else None})
+        if budgeted:
+            self.budgets.append((what, False, why))
+
+    def summary(self):
+        met = sum(ok for _, ok, _ in self.budgets)
+        misses = [f"{what} ({why})" for what, ok, why in self.budgets if not ok]
+        line = f"bench: {met}/{len(self.budgets)} budgets met"
+        return line + (f"; missed: {'; '.join(misses)}" if misses else "")
+
+
+def timed(fn, repeats):
+    """[wall seconds of each of `repeats` calls of fn()], fn's last result, and the median CPU seconds
+    of this process per call (the wall time an idle machine would show, for single-threaded work)."""
+    times, cpu, result = [], [], None
+    for _ in range(repeats):
+        c0, t0 = time.process_time(), time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return times, result, statistics.median(cpu)
+
+
+def cpu_note(cpu):
+    return f"cpu {cpu:.2f} s"
+
+
+def machine():
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
+        mem_txt = f", {mem:.1f} GiB RAM"
+    except (ValueError, OSError, AttributeError):
+        mem_txt = ""
+    load = ""
+    if hasattr(os, "getloadavg"):
+        load = f", load average {os.getloadavg()[0]:.2f}"
+    return (f"{platform.system()} {platform.release()}, {cpu}, {os.cpu_count()} cores{mem_txt}{load}; "
+            f"Python {platform.python_version()}, torch {torch.__version__} "
+            f"({torch.get_num_threads()} thread{'s' if torch.get_num_threads() > 1 else ''})")
+
+
+# ----------------------------------------------------------------------------- course_utils
+def bench_import(report, repeats):
+    code = ("import time; t = time.perf_counter(); import course_utils.tinylm, course_utils.prefs; "
+            "print(time.perf_counter() - t)")
+    inner, outer = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             cwd=tempfile.gettempdir())
+        outer.append(time.perf_counter() - t0)
+        inner.append(float(res.stdout.strip()))
+    report.add("import course_utils.tinylm, .prefs", inner, budget=3,
+               note=f"(whole fresh process {statistics.median(outer):.2f} s)")
+
+
+def bench_sft(report, repeats):
+    from course_utils.build_sft import train_sft
+    times, _, cpu = timed(lambda: train_sft(seed=0), repeats)
+    report.add("SFT rebuild (800 steps)", times, note=f"({cpu_note(cpu)})")
+
+
+# ----------------------------------------------------------------------------- Lab 12: RM, PPO, exact optimum
+def lab12_setup(report, repeats):
+    """Ranked data, the RM fit (timed), the RM offset: what PPO and the sliders need."""
+    from course_utils.prefs import digit_counts, ranked_data
+    from course_utils.tinylm import make_batch, sample
+
+    lab = load_lab("lab12")
+    sft = load_sft()
+    times, data, cpu = timed(lambda: (ranked_data(sft, 2000, k=4, seed=0), ranked_data(sft, 2000, k=4, seed=1000)),
+                             repeats)
+    report.add("ranked data (2 x 2000 prompts x 4)", times, note=f"({cpu_note(cpu)})")
+    train, held_out = data
+    times, rm, cpu = timed(lambda: lab["train_reward_model"](train, seed=0), repeats)
+    acc, ceiling = lab["rm_accuracy"](rm, held_out)
+    report.add("RM fit (train_reward_model)", times,
+               note=f"({cpu_note(cpu)}; held-out accuracy {acc:.3f}, ceiling {ceiling:.3f})")
+    with torch.no_grad():
+        prompts, _ = make_batch(2000, random.Random(2000))
+        out = sample(sft, prompts, generator=torch.Generator().manual_seed(2000))
+        rm_offset = rm(digit_counts(out)).mean().item()
+    return {"lab": lab, "sft": sft, "rm": rm, "rm_offset": rm_offset, "rm_acc": (acc, ceiling)}
+
+
+def bench_ppo(report, repeats, ctx):
+    lab = ctx["lab"]
+    cfg = lab["RLHFConfig"]()
+    times, (policy, hist), cpu = timed(lambda: lab["train_rlhf"](ctx["sft"], ctx["rm"], ctx["rm_offset"], cfg),
+                                       repeats)
+    report.add(f"one PPO run ({cfg.iters} x {cfg.batch}, beta {cfg.beta:g})", times, budget=6,
+               note=f"({cpu_note(cpu)}; gold {sum(hist['gold'][-10:]) / 10:+.2f} at the end)")
+    ctx["policy"], ctx["hist"] = policy, hist
+
+
+def bench_exact(report, repeats, ctx):
+    from course_utils import exact
+    times, opt, cpu = timed(lambda: exact.exact_optimum_of(ctx["sft"], ctx["rm"], ctx["rm_offset"], beta=0.1),
+                            repeats)
+    report.add("exact optimum, 100 prompts (from models)", times, budget=3,
+               note=f"({cpu_note(cpu)}; J* {opt.objective:+.3f}, gold {opt.stats.gold:+.2f}, KL {opt.stats.kl:.2f})")
+    tree = exact.ResponseTree.build()
+    ref_logp, rewards = tree.logprobs(ctx["sft"]), tree.rm_rewards(ctx["rm"], ctx["rm_offset"])
+    ctx["tree"] = (tree, ref_logp, rewards)
+    times, _, _ = timed(lambda: exact.exact_optimum(tree, ref_logp, rewards, 0.1), max(repeats, 5))
+    report.add("exact optimum, cached tree (one beta)", [t * 1000 for t in times], unit="ms")
+
+
+# ----------------------------------------------------------------------------- sliders
+def slider(report, what, update, values):
+    times = []
+    for v in (values * SLIDER_CALLS)[:SLIDER_CALLS]:
+        t0 = time.perf_counter()
+        update(v)
+        times.append((time.perf_counter() - t0) * 1000)
+    report.add(f"slider: {what}", [statistics.median(times)], unit="ms", budget=150,
+               note=f"(median of {SLIDER_CALLS}, max {max(times):.0f} ms)")
+
+
+def bench_lab11_sliders(report):
+    from course_utils import lab11_views as views
+    from course_utils.twotoken import two_token_logits, two_token_policy, two_token_rewards
+
+    lab = load_lab("lab11")
+    sft = load_sft()
+    prompt = "7+5="
+    ref_first, ref_second = two_token_policy(two_token_logits(sft, prompt), 1.0)
+    rewards = two_token_rewards(prompt)
+    view = views.TemperatureView(sft, prompt, lab.get("generate"))
+    temps = [float(t) for t in view.temperatures[::3]]          # 21 different T: samples drawn on the way
+    slider(report, "Lab 11 temperature (TemperatureView)", view.update, temps)
+    view = views.BetaView(ref_first, ref_second, rewards, lab["tilted_optimum"], lab["kl_objective"])
+    slider(report, "Lab 11 beta (BetaView)", view.update, [float(b) for b in view.betas[::3]])
+    view = views.SoftValueView(ref_first, ref_second, rewards, lab["token_level_optimum"], lab["tilted_optimum"])
+    slider(report, "Lab 11 soft values (SoftValueView)", view.update, [float(b) for b in view.betas[::3]])
+
+
+def bench_lab12_sliders(report, ctx):
+    from course_utils import lab12_views as views
+
+    reference = views.load_reference_curves()
+    if reference and reference["runs"]:
+        sweep = {b: runs[0] for b, runs in reference["runs"].items()}
+    else:
+        sweep = {ctx["lab"]["RLHFConfig"]().beta: ctx["hist"]}
+    explorer = views.CurveExplorer(sweep, reference)
+    slider(report, "Lab 12 PPO curves (CurveExplorer)", explorer.update, list(explorer.sweep))
+    samples = views.SampleExplorer({"SFT": ctx["sft"], "PPO": ctx["policy"]}, ctx["rm"], ctx["rm_offset"])
+    slider(report, "Lab 12 samples (SampleExplorer)", samples.update, samples.temperatures)
+
+
+def bench_exact_sliders(report, ctx):
+    from course_utils import exact_views
+
+    tree = ctx["tree"][0]
+    view = exact_views.OptimumSlider(ctx["sft"], ctx["rm"], ctx["rm_offset"], tree=tree)
+    slider(report, "exact optimum beta (OptimumSlider)", view.update, [float(b) for b in view.betas[::2]])
+
+
+# ----------------------------------------------------------------------------- notebooks
+class _Overtime(Exception):
+    pass
+
+
+def _overtime(signum, frame):
+    raise _Overtime("the notebook ran past the benchmark's limit")
+
+
+def _execute(nb, cwd, env_extra=None, timeout=300, limit=900):
+    """Run every cell of nb in a fresh kernel; returns (seconds for the cells, seconds with kernel start).
+
+    ``timeout`` bounds each cell, ``limit`` the whole run (a hung kernel must not hang the benchmark).
+    """
+    import signal
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    env = {k: v for k, v in os.environ.items() if k != "NBGRADER_EXECUTION"}
+    env.update(env_extra or {})
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False,
+                            resources={"metadata": {"path": str(cwd)}})
+    previous = signal.signal(signal.SIGALRM, _overtime)
+    signal.alarm(limit)
+    try:
+        t0 = time.perf_counter()
+        with client.setup_kernel(env=env, cwd=str(cwd), stderr=subprocess.DEVNULL):
+            client.wait_for_reply(client.kc.kernel_info())
+            t1 = time.perf_counter()
+            for index, cell in enumerate(nb.cells):
+                client.execute_cell(cell, index)
+            t2 = time.perf_counter()
+            # VmHWM: the kernel's own peak (ru_maxrss would include the forked benchmark's pages)
+            probe = nbformat.v4.new_code_cell(
+                "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])")
+            nb.cells.append(probe)                       # the kernel's own peak memory, then gone again
+            try:
+                client.execute_cell(probe, len(nb.cells) - 1)
+            finally:
+                nb.cells.pop()
+            _KERNEL_PEAK_MIB.append(int(probe.outputs[0]["text"]) / 1024)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    return t2 - t1, t2 - t0
+
+
+def bench_run_all(report, repeats, lab, budget):
+    import nbformat
+
+    path = notebook_path(lab)
+    if not path.exists():
+        report.missing(f"Run All {lab} (source, kernel running)", f"{path.relative_to(REPO)} missing")
+        return
+    cells, whole = [], []
+    _KERNEL_PEAK_MIB.clear()
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp) / lab
+            shutil.copytree(path.parent, work, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+            nb = nbformat.read(str(work / path.name), as_version=4)
+            c, w = _execute(nb, work)
+        cells.append(c)
+        whole.append(w)
+    report.add(f"Run All {lab} (source, kernel running)", cells, budget=budget,
+               note=f"(with kernel start {statistics.median(whole):.1f} s; kernel peak {max(_KERNEL_PEAK_MIB):.0f} MiB)")
+    PEAKS[f"{lab} kernel (Run All)"] = max(_KERNEL_PEAK_MIB)
+
+
+def _nbconvert_execute(path, env_extra):
+    """`jupyter nbconvert --execute` of one notebook, as a command: seconds."""
+    env = {k: v for k, v in os.environ.items() if k != "NBGRADER_EXECUTION"}
+    env.update(env_extra)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    t0 = time.perf_counter()
+    subprocess.run([str(Path(sys.executable).parent / "jupyter"), "nbconvert", "--to", "notebook", "--execute",
+                    "--output", str(path.with_name("executed.ipynb")), str(path)],
+                   cwd=path.parent, env=env, capture_output=True, check=True)
+    return time.perf_counter() - t0
+
+
+def bench_autograde(report, repeats, lab):
+    """`nbgrader autograde` of one solved submission against `jupyter nbconvert --execute` of the same
+    notebook, both commands with NBGRADER_EXECUTION set (the grader's view of the notebook)."""
+    import nbformat
+    import nbgrader_harness as harness
+
+    if not notebook_path(lab).exists() or not (REPO / "release" / lab / f"{lab}.ipynb").exists():
+        report.missing(f"autograde {lab} / plain execution", f"source or release of {lab} missing")
+        return
+    grading_env = {"NBGRADER_EXECUTION": "autograde"}
+    with tempfile.TemporaryDirectory() as tmp:
+        course = harness.course_copy(Path(tmp), labs=(lab,))
+        submission = harness.solved_submission(lab)
+        plain_nb = Path(tmp) / "plain" / lab / f"{lab}.ipynb"
+        plain_nb.parent.mkdir(parents=True)
+        nbformat.write(submission, str(plain_nb))
+        graded, plain, cells = [], [], []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            grades = harness.autograde(course, lab, {"bench": submission})
+            graded.append(time.perf_counter() - t0)
+            plain.append(_nbconvert_execute(plain_nb, grading_env))
+            c, _ = _execute(nbformat.read(str(plain_nb), as_version=4), plain_nb.parent, env_extra=grading_env)
+            cells.append(c)
+        scores = grades.get("bench", {})
+        total, best = sum(scores.values()), sum(harness.max_scores(course, lab).values())
+    a = report.add(f"autograde {lab}: nbgrader autograde", graded, note=f"(one submission, scored {total:g}/{best:g})")
+    p = report.add(f"plain: jupyter nbconvert --execute", plain,
+                   note=f"(its cells alone {statistics.median(cells):.1f} s)")
+    report.ratio(f"autograde / plain execution, {lab}", a, p, 1.3)
+
+
+def bench_make_test(report):
+    t0 = time.perf_counter()
+    res = subprocess.run(["make", "test"], cwd=REPO, capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    tail = res.stdout.strip().splitlines()[-1:] if res.stdout.strip() else []
+    report.add("make test", [seconds / 60], unit="min", budget=15,
+               note=f"(exit {res.returncode}{': ' + tail[0] if tail else ''})")
+
+
+# ----------------------------------------------------------------------------- main
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="time the course's paths against their budgets")
+    parser.add_argument("--quick", action="store_true", help="one run of each measurement instead of three")
+    parser.add_argument("--repeats", type=int, default=None, help="runs per measurement (default 3)")
+    parser.add_argument("--make-test", action="store_true", help="also time `make test` (long)")
+    args = parser.parse_args(argv)
+    repeats = args.repeats or (1 if args.quick else 3)
+
+    report = Report()
+    print(f"machine: {machine()}")
+    print(f"medians over {repeats} run{'s' if repeats > 1 else ''} (in brackets); reference solution\n", flush=True)
+
+    def section(title, fn, *a):
+        print(title, flush=True)
+        try:
+            return fn(*a)
+        except Exception as err:  # noqa: BLE001 -- report the failure, go on with the other figures
+            traceback.print_exc()
+            report.missing(title, f"failed: {type(err).__name__}: {err}")
+
+    section("course_utils", bench_import, report, repeats)
+    section("course_utils (SFT)", bench_sft, report, repeats)
+    ctx = None
+    if notebook_path("lab12").exists():
+        ctx = section("Lab 12 reward model", lab12_setup, report, repeats)
+    if ctx:
+        section("Lab 12 PPO", bench_ppo, report, repeats, ctx)
+        section("exact optimum", bench_exact, report, repeats, ctx)
+    else:
+        report.missing("one PPO run / exact optimum", "source/lab12/lab12.ipynb missing or broken")
+    print("sliders (update functions)", flush=True)
+    if notebook_path("lab11").exists():
+        section("Lab 11 sliders", bench_lab11_sliders, report)
+    else:
+        report.missing("Lab 11 sliders", "source/lab11/lab11.ipynb missing")
+    if ctx and "policy" in ctx:
+        section("Lab 12 sliders", bench_lab12_sliders, report, ctx)
+        if "tree" in ctx:
+            section("exact optimum sliders", bench_exact_sliders, report, ctx)
+    print("notebooks", flush=True)
+    section("Run All lab11", bench_run_all, report, repeats, "lab11", 20)
+    section("Run All lab12", bench_run_all, report, repeats, "lab12", 90)
+    print("grading", flush=True)
+    for lab in LABS:
+        section(f"autograde {lab}", bench_autograde, report, repeats, lab)
+    if args.make_test:
+        print("tests", flush=True)
+        section("make test", bench_make_test, report)
+
+    PEAKS["this process (PPO, RM, exact optimum, sliders)"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print("peak memory (resident): " + ", ".join(f"{k} {v:.0f} MiB" for k, v in PEAKS.items()))
+    print(f"load average at the end: {os.getloadavg()[0]:.2f} (on {os.cpu_count()} cores: figures above "
+          f"{'are inflated by other work' if os.getloadavg()[0] > 1.2 else 'were taken on a quiet machine'})")
+    out = REPO / "artifacts" / "bench.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"machine": machine(), "repeats": repeats, "rows": report.rows,
+                               "peak_mib": PEAKS}, indent=1))
+    line = report.summary()
+    print(line)
+    return 0 if all(ok for _, ok, _ in report.budgets) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
