@@ -64,9 +64,10 @@ def test_nbgrader_config_loads_cleanly(tmp_path):
 
 def test_broken_nbgrader_config_fails_loudly(tmp_path):
     text = (ROOT / "nbgrader_config.py").read_text()
-    assert "c.Execute.timeout = 60" in text
-    (tmp_path / "nbgrader_config.py").write_text(text.replace("c.Execute.timeout = 60",
-                                                              "c.Execute.timeout = sixty_seconds"))
+    anchor = "    c = get_config()"
+    assert anchor in text
+    broken = text.replace(anchor, "    c.Execute.timeout = sixty_seconds  # a typo\n" + anchor, 1)
+    (tmp_path / "nbgrader_config.py").write_text(broken)
     res = run_nbgrader(tmp_path)
     assert res.returncode != 0
     assert "sixty_seconds" in res.stderr and "nbgrader_config.py is broken" in res.stderr
