@@ -132,7 +132,7 @@ def table(results):
             lines.append(
                 f"{left} {name:>11} | {s['rm']:+.2f} -> {e['rm']:+.2f} {s['gold']:+.2f} -> {e['gold']:+.2f} "
                 f"{kl} {s['acc']:.2f} -> {e['acc']:.2f} {s['malformed']:.2f} -> {e['malformed']:.2f} "
-                f"{s['digits']:.2f} -> {e['digits']:.2f} | {marks}")
+                f"{s['digits']:.2f} -> {e['digits']:.2f} |" + (f" {marks}" if marks else ""))
     lines.append(f"start: held-out SFT samples ({N_EVAL} prompts); end: mean of the last {LAST} iterations; "
                  f"the controller's KL is the mean over the last third")
     return "\n".join(lines)
