@@ -35,7 +35,7 @@ browser:  ## install Debian's chromium for the browser tests when it is missing
 	  else echo "chromium is missing: install it (apt-get install chromium) to run the browser tests"; fi; }
 
 test: setup browser  ## run every test: course_utils, labs, mutants, nbgrader lifecycle, browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile   # two workers: one file each at a time
 
 test-fast: setup  ## the unit tests only (seconds)
 	$(PY) -m pytest -q -m "not slow"

@@ -48,6 +48,7 @@ try:
     #    that calls it); a deleted or re-typed test cell is restored from the gradebook
     c.Execute.timeout = 30
     c.Execute.interrupt_on_timeout = True
+    c.Execute.shutdown_kernel = "immediate"   # a kernel that imported torch is slow to exit politely
     c.OverwriteCells.add_missing_cells = True
     # a cell that kills the kernel (os._exit) fails like any other cell, the rest is still graded;
     # a notebook that rebinds the checks or patches torch/numpy/math is held at 0 for review
