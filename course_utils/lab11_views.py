@@ -307,13 +307,18 @@ class BetaView:
 
     def show(self):
         """The slider (beta from 0.01 to 100, log scale) and the plot."""
-        if grading():
-            return
-        import ipywidgets as widgets
+        _show_beta_slider(self)
 
-        slider = widgets.FloatLogSlider(value=1.0, base=10, min=-2, max=2, step=0.05,
-                                        description="beta", continuous_update=True)
-        self.widget = _show_slider(self, slider, "beta")
+
+def _show_beta_slider(view):
+    """Display ``view`` under a log-scale beta slider (0.01 to 100); nothing while grading."""
+    if grading():
+        return
+    import ipywidgets as widgets
+
+    slider = widgets.FloatLogSlider(value=1.0, base=10, min=-2, max=2, step=0.05,
+                                    description="beta", continuous_update=True)
+    view.widget = _show_slider(view, slider, "beta")
 
 
 # ----------------------------------------------------------------------------- KL estimators
@@ -480,13 +485,7 @@ class SoftValueView:
 
     def show(self):
         """The slider (beta from 0.01 to 100, log scale) and the plot."""
-        if grading():
-            return
-        import ipywidgets as widgets
-
-        slider = widgets.FloatLogSlider(value=1.0, base=10, min=-2, max=2, step=0.05,
-                                        description="beta", continuous_update=True)
-        self.widget = _show_slider(self, slider, "beta")
+        _show_beta_slider(self)
 
 
 __all__ = ["TemperatureView", "BetaView", "KLEstimatorExperiment", "SoftValueView", "entropy", "grading"]
