@@ -273,11 +273,10 @@ def test_tampering_is_held_for_review(life, lab):
         assert "Grades withheld for review" in text and reason.replace("`", "") in text
 
 
-@pytest.mark.parametrize("lab", LABS)
-def test_patched_comparisons_do_not_fool_the_checks(life, lab):
+def test_patched_comparisons_do_not_fool_the_checks(life):
     """Before any flag: with torch/numpy/math comparisons patched, every check still failed."""
-    if "patched" not in life.rosters[lab]:
-        pytest.skip("lab11 carries this student")
+    lab = "lab11"                                         # the lab whose roster carries this student
+    assert "patched" in life.rosters[lab]
     nb = nbformat.read(str(life.course / "autograded" / "patched" / lab / f"{lab}.ipynb"), as_version=4)
     for cell in nb.cells:
         if h._grading(cell).get("grade"):
