@@ -11,7 +11,7 @@ LABS   := lab11 lab12
 LAB    ?= lab11
 PORT   ?= 8888
 
-.PHONY: help setup lab test test-fast release autograde feedback grades bench science sft browser clean
+.PHONY: help setup lab test test-fast check-config release autograde feedback grades bench science sft browser clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -40,20 +40,23 @@ test: setup browser  ## run every test: course_utils, labs, mutants, nbgrader li
 test-fast: setup  ## the unit tests only (seconds)
 	$(PY) -m pytest -q -m "not slow"
 
-release: setup  ## regenerate release/ from source/ (run after editing a lab)
+check-config: setup  ## fail loudly if nbgrader_config.py has an error (nbgrader would only log it)
+	$(PY) -m course_utils.nbgrader_plugins nbgrader_config.py
+
+release: check-config  ## regenerate release/ from source/ (run after editing a lab)
 	for lab in $(LABS); do $(BIN)/nbgrader generate_assignment $$lab --force --create; done
 
-gradebook.db: | $(STAMP)
+gradebook.db: | check-config
 	# the gradebook learns the labs (their cells, points and hidden tests) from generate_assignment
 	for lab in $(LABS); do $(BIN)/nbgrader generate_assignment $$lab --force --create; done
 
-autograde: setup gradebook.db  ## TA: grade every collected submission in submitted/ (LAB=lab11|lab12)
+autograde: check-config gradebook.db  ## TA: grade every collected submission in submitted/ (LAB=lab11|lab12)
 	$(BIN)/nbgrader autograde $(LAB)
 
-feedback: setup  ## TA: write feedback HTML for every autograded submission (LAB=...)
+feedback: check-config  ## TA: write feedback HTML for every autograded submission (LAB=...)
 	$(BIN)/nbgrader generate_feedback $(LAB)
 
-grades: setup  ## TA: export every grade to grades.csv
+grades: check-config  ## TA: export every grade to grades.csv
 	$(BIN)/nbgrader export --to grades.csv
 
 bench: setup  ## time every path students, TAs and instructors wait on

@@ -8,6 +8,8 @@ SurviveKernelDeath -- autograde: a cell that kills the kernel (os._exit, a crash
                      scores like a failing cell instead of leaving the whole notebook ungraded.
 FlagTampering     -- autograde: a notebook whose cells rebind the checks (``assert_close = ...``)
                      or patch a module (``torch.allclose = ...``) is held at 0 for a TA's review.
+check_config      -- `python -m course_utils.nbgrader_plugins`: load nbgrader_config.py and fail on
+                     any error in it, a syntax error included, which nbgrader would only log.
 """
 
 import ast
@@ -231,3 +233,25 @@ class FlagTampering(NbGraderPreprocessor):
                     break
             gb.db.commit()
         return nb, resources
+
+
+def check_config(path="nbgrader_config.py"):
+    """Load an nbgrader config file as nbgrader would, but let any error stop the process.
+
+    nbgrader itself only logs "Exception while loading config file" (a syntax error, say) and goes on
+    with a partial configuration; the Makefile's TA targets run this first.
+    """
+    import runpy
+
+    from traitlets.config import Config
+
+    config = Config()
+    runpy.run_path(str(path), init_globals={"get_config": lambda: config})
+    return config
+
+
+if __name__ == "__main__":
+    import sys
+
+    check_config(*sys.argv[1:])
+    print("nbgrader_config.py loads cleanly")
