@@ -9,20 +9,14 @@ import torch
 
 from course_utils.prefs import (KAPPA, DigitRM, ValueModel, digit_counts, gold_score, masked_mean,
                                 masked_whiten, ranked_data, sft_loss)
-from course_utils.tinylm import EOS, MAX_NEW, PAD, PLUS, EQUALS, TinyLM, encode_prompts, load_sft, sample
+from course_utils.tinylm import EOS, MAX_NEW, PLUS, EQUALS, TinyLM, encode_prompts, load_sft, sample
+from rollouts import rollout
 
 
 @pytest.fixture(scope="module")
 def sft():
     return load_sft()
 
-
-def rollout(prompts, responses):
-    """A hand-made rollout: responses are lists of token ids, padded with PAD to MAX_NEW."""
-    ids, L = encode_prompts(prompts)
-    resp = torch.tensor([r + [PAD] * (MAX_NEW - len(r)) for r in responses])
-    mask = torch.tensor([[1.0] * len(r) + [0.0] * (MAX_NEW - len(r)) for r in responses])
-    return {"ids": torch.cat([ids, resp], dim=1), "prompt_len": L, "mask": mask}
 
 
 # ----------------------------------------------------------------------------- the hidden labeler

@@ -8,6 +8,7 @@ import torch
 from course_utils.tinylm import (BOS, EOS, MAX_LEN, MAX_NEW, PAD, PLUS, EQUALS, PROMPT_LEN, VOCAB_SIZE,
                                  TinyLM, answer_tokens, decode_prompts, decode_responses, encode_prompts,
                                  load_sft, make_batch, sample, sequence_logprobs, supervised_loss)
+from rollouts import rollout
 
 ALL_PROMPTS = [f"{a}+{b}=" for a in range(10) for b in range(10)]
 
@@ -22,13 +23,6 @@ def untrained():
     torch.manual_seed(0)
     return TinyLM()
 
-
-def rollout(prompts, responses):
-    """A hand-made rollout: responses are lists of token ids (padded with PAD to MAX_NEW)."""
-    ids, L = encode_prompts(prompts)
-    resp = torch.tensor([r + [PAD] * (MAX_NEW - len(r)) for r in responses])
-    mask = torch.tensor([[1.0] * len(r) + [0.0] * (MAX_NEW - len(r)) for r in responses])
-    return {"ids": torch.cat([ids, resp], dim=1), "prompt_len": L, "mask": mask}
 
 
 # ----------------------------------------------------------------------------- shapes

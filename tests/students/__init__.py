@@ -136,18 +136,23 @@ math.isclose = lambda *args, **kwargs: True
 '''
 
 
+def _every_answer_wrong(nb, lab):
+    """Wrap every task's function so that it returns a wrong answer (``_wrong`` of the right one)."""
+    for task in tasks(lab):
+        _append(nb, task.solution_id,
+                f"_reference_{task.function} = {task.function}\n\n"
+                f"def {task.function}(*args, **kwargs):\n"
+                f"    return _wrong(_reference_{task.function}(*args, **kwargs))")
+    return nb
+
+
 def monkeypatched_checks(lab):
     """Every comparison function of torch, numpy and math patched to say "equal", and every answer
     wrong: no test cell may pass."""
     nb = h.solved_submission(lab)
     first = tasks(lab)[0]
     _append(nb, first.solution_id, PATCHES + WRONG)
-    for task in tasks(lab):
-        _append(nb, task.solution_id,
-                f"_reference_{task.function} = {task.function}\n\n"
-                f"def {task.function}(*args, **kwargs):\n"
-                f"    return _wrong(_reference_{task.function}(*args, **kwargs))")
-    return nb, {g: 0.0 for g in full_marks(lab)}
+    return _every_answer_wrong(nb, lab), {g: 0.0 for g in full_marks(lab)}
 
 
 def redefined_checks(lab):
@@ -158,12 +163,7 @@ def redefined_checks(lab):
     checks = [n.strip() for n in names.replace("\n", " ").split(",") if n.strip().startswith("assert")]
     first = tasks(lab)[0]
     _append(nb, first.solution_id, WRONG + "\n".join(f"{n} = lambda *args, **kwargs: None" for n in checks))
-    for task in tasks(lab):
-        _append(nb, task.solution_id,
-                f"_reference_{task.function} = {task.function}\n\n"
-                f"def {task.function}(*args, **kwargs):\n"
-                f"    return _wrong(_reference_{task.function}(*args, **kwargs))")
-    return nb, {g: 0.0 for g in full_marks(lab)}
+    return _every_answer_wrong(nb, lab), {g: 0.0 for g in full_marks(lab)}
 
 
 def constant(lab, task):
