@@ -10,6 +10,8 @@ STAMP  := $(VENV)/.installed
 LABS   := lab11 lab12
 LAB    ?= lab11
 PORT   ?= 8888
+# JupyterLab refuses to run as root (containers, CI) unless told to
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: help setup lab test test-fast check-config release autograde feedback grades bench science sft browser clean
 
@@ -26,7 +28,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)  ## create .venv with the pinned packages and course_utils (editable)
 
 lab: setup  ## open JupyterLab on the labs (release notebooks and the start-here notebook)
-	$(BIN)/jupyter lab --notebook-dir=$(CURDIR) --port=$(PORT) notebooks/00_start_here.ipynb
+	$(BIN)/jupyter lab --notebook-dir=$(CURDIR) --port=$(PORT) $(ROOT_FLAG) notebooks/00_start_here.ipynb
 
 browser:  ## install Debian's chromium for the browser tests when it is missing
 	@command -v chromium >/dev/null || { \
