@@ -8,7 +8,6 @@
 Everything is exact: each policy is enumerated over every response (course_utils.exact), no sampling.
 """
 
-import io
 import math
 
 import numpy as np
@@ -18,17 +17,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from course_utils.exact import (FEATURES, TERMINAL, ResponseTree, complete_only, exact_optimum, path_logprobs,
                                 policy_stats)
+from course_utils.figures import PngFigure, canvas_png
 
 BETA_ZERO = 1e-3    # beta = 0 (no KL penalty) is shown at this beta: its optimum is the RM's argmax
-
-
-class _PngFigure(Figure):
-    """A Figure that shows itself as a PNG in a notebook (``display(fig)``), with no pyplot state."""
-
-    def _repr_png_(self):
-        buf = io.BytesIO()
-        self.savefig(buf, format="png", dpi=80)
-        return buf.getvalue()
 
 
 def _policy(entry):
@@ -74,7 +65,7 @@ def plot_sweep(rows):
 
     Returns a matplotlib Figure; ``display(fig)`` shows it in a notebook.
     """
-    fig = _PngFigure(figsize=(13, 3.8), layout="constrained")
+    fig = PngFigure(figsize=(13, 3.8), layout="constrained")
     axes = fig.subplots(1, 3)
     x = np.arange(len(rows))
     labels = [f"{r['beta']:g}" if r["beta"] > 0 else f"0\n(at {BETA_ZERO:g})" for r in rows]
@@ -222,7 +213,7 @@ class OptimumSlider:
         canvas.restore_region(self.background)
         for artist in self.moving:
             self.fig.draw_artist(artist)
-        png = _png(canvas)
+        png = canvas_png(canvas)
         if self.output is not None:
             from IPython.display import Image, display
             with self.output:
@@ -239,15 +230,6 @@ class OptimumSlider:
         slider.observe(lambda change: self.update(change["new"]), names="value")
         self.update(beta)
         return W.VBox([slider, self.output])
-
-
-def _png(canvas):
-    """The Agg canvas as PNG bytes (fast compression: a slider redraws often)."""
-    from PIL import Image
-    buf = io.BytesIO()
-    Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1) \
-        .save(buf, format="png", compress_level=1)
-    return buf.getvalue()
 
 
 __all__ = ["compare_sweep", "print_sweep", "plot_sweep", "OptimumSlider", "BETA_ZERO"]

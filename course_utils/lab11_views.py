@@ -19,16 +19,14 @@ moves, are printed under the slider. While nbgrader grades a notebook (NBGRADER_
 ``show`` draws nothing and the KL experiment draws fewer samples.
 """
 
-import io
-import os
 
 import numpy as np
 import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from PIL import Image as PILImage
 
-from course_utils.tinylm import EOS, TOKENS, VOCAB_SIZE, decode_responses
+from course_utils.figures import canvas_png, figure_png, grading
+from course_utils.tinylm import TOKENS, VOCAB_SIZE, decode_responses
 from course_utils.twotoken import joint, pair_kl, two_token_logits, two_token_policy
 
 LABELS = [t.strip("<>") for t in TOKENS]        # short tick labels: 0..9 + = bos eos pad
@@ -36,23 +34,11 @@ DPI = 72
 PROB_FLOOR = 1e-6                               # log-scale heatmaps show log10 max(p, 1e-6)
 
 
-def grading():
-    """True while nbgrader executes the notebook (autograde, validate)."""
-    return bool(os.environ.get("NBGRADER_EXECUTION"))
-
-
 def entropy(p, axis=None):
     """Entropy in nats of probabilities ``p`` (0 log 0 = 0), summed over ``axis``."""
     p = np.asarray(p, dtype=float)
     safe = np.where(p > 0, p, 1.0)
     return -(p * np.log(safe)).sum(axis=axis)
-
-
-def _png(fig):
-    """The whole figure as PNG bytes (for figures drawn once)."""
-    buf = io.BytesIO()
-    FigureCanvasAgg(fig).print_png(buf)
-    return buf.getvalue()
 
 
 class _FastFigure:
@@ -74,11 +60,7 @@ class _FastFigure:
         self.canvas.restore_region(self.background)
         for artist in self.dynamic:
             self.fig.draw_artist(artist)
-        width, height = self.canvas.get_width_height()
-        image = PILImage.frombuffer("RGBA", (width, height), self.canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
-        buf = io.BytesIO()
-        image.save(buf, format="PNG", compress_level=1)
-        return buf.getvalue()
+        return canvas_png(self.canvas)
 
 
 def _log_probs_image(p):
@@ -387,7 +369,7 @@ class KLEstimatorExperiment:
         for ax in (ax1, ax2):
             ax.set_xlabel("exact KL(pi_T || pi_ref)")
             ax.legend(fontsize=8)
-        return _png(fig)
+        return figure_png(fig, dpi="figure")
 
     def show(self):
         """Print the table and show the plot."""

@@ -11,18 +11,16 @@ so each ``update`` is fast enough to follow a slider (a benchmark times them dir
 """
 
 import dataclasses
-import io
 import json
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullLocator
 
+from course_utils.figures import PngFigure, canvas_png, grading
 from course_utils.prefs import digit_counts, gold_score
 from course_utils.tinylm import decode_prompts, decode_responses, make_batch, sample
 
@@ -38,11 +36,6 @@ METRICS = [
     ("digits", "digits per response", (0.9, 4.1)),
 ]
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
-
-
-def grading():
-    """True while nbgrader executes the notebook (autograde, validate)."""
-    return "NBGRADER_EXECUTION" in os.environ
 
 
 def _in_kernel():
@@ -68,33 +61,11 @@ def smooth(values, window=5):
     return (c[i + 1] - c[start]) / (i + 1 - start)
 
 
-def to_png(fig, dpi=80):
-    """PNG bytes of a matplotlib Figure."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
-    return buf.getvalue()
-
-
-def _encode_png(canvas):
-    """PNG bytes of what an Agg canvas holds now (fast compression: a slider image is re-made often)."""
-    from PIL import Image
-    buf = io.BytesIO()
-    Image.fromarray(np.asarray(canvas.buffer_rgba())).save(buf, format="png", compress_level=1)
-    return buf.getvalue()
-
-
-class PlotFigure(Figure):
-    """A Figure that shows itself as a PNG in a notebook (``display(fig)``), with no pyplot state."""
-
-    def _repr_png_(self):
-        return to_png(self)
-
-
 # ----------------------------------------------------------------------------- Part A: the reward model
 def plot_rm_fit(acc, ceiling, agreement, weights):
     """The reward model against its limits: held-out accuracy on the labeler's (noisy) pairs next
     to the noise ceiling, agreement with the noise-free gold order, and the learned digit weights."""
-    fig = PlotFigure(figsize=(11, 3.4), layout="constrained")
+    fig = PngFigure(figsize=(11, 3.4), layout="constrained")
     a1, a2, a3 = fig.subplots(1, 3, width_ratios=[1.1, 0.8, 1.3])
     bars = a1.bar(["coin flip", "your RM", "noise ceiling"], [0.5, acc, ceiling],
                   color=["#bbbbbb", COLORS[0], "#444444"])
@@ -171,7 +142,7 @@ def _kl_log_scale(ax, top):
 def plot_curves(runs, title=None, target_kl=None, window=5):
     """The six panels of PPO training: {label: history} drawn over iterations (light: raw,
     dark: a moving average of ``window`` iterations). ``target_kl`` draws the controller's target."""
-    fig = PlotFigure(figsize=(12, 5.6), layout="constrained")
+    fig = PngFigure(figsize=(12, 5.6), layout="constrained")
     axes = fig.subplots(2, 3, sharex=True).ravel()
     for i, (label, hist) in enumerate(runs.items()):
         color = COLORS[i % len(COLORS)]
@@ -201,7 +172,7 @@ def plot_curves(runs, title=None, target_kl=None, window=5):
 
 def plot_controller(hist, target_kl, window=5):
     """The adaptive KL controller: KL against its target, and beta over iterations."""
-    fig = PlotFigure(figsize=(10, 3.2), layout="constrained")
+    fig = PngFigure(figsize=(10, 3.2), layout="constrained")
     a1, a2 = fig.subplots(1, 2)
     x = np.arange(len(hist["kl"]))
     a1.plot(x, hist["kl"], color=COLORS[0], alpha=0.3, lw=0.8)
@@ -222,7 +193,7 @@ def plot_overoptimization(sweep, window=5):
     """Gold and RM score against sqrt(KL) (Gao et al. 2022), from every iteration of every run of
     the sweep {beta: history}: each dot is where one run was at one iteration (a moving average of
     ``window`` iterations), and the line joins a run's iterations in order."""
-    fig = PlotFigure(figsize=(11, 3.8), layout="constrained")
+    fig = PngFigure(figsize=(11, 3.8), layout="constrained")
     axes = fig.subplots(1, 2, sharex=True)
     for i, (beta, hist) in enumerate(sweep.items()):
         color = COLORS[i % len(COLORS)]
@@ -263,7 +234,7 @@ class CurveExplorer:
         self.sweep = dict(sorted(sweep.items()))
         self.ref = (reference or {}).get("runs", {})
         self.window = window
-        self.fig = PlotFigure(figsize=(12, 5.2), dpi=dpi, layout="constrained")
+        self.fig = PngFigure(figsize=(12, 5.2), dpi=dpi, layout="constrained")
         self.canvas = FigureCanvasAgg(self.fig)
         axes = self.fig.subplots(2, 3, sharex=True).ravel()
         n_ref = max((len(v) for v in self.ref.values()), default=0)
@@ -333,7 +304,7 @@ class CurveExplorer:
                 ax.draw_artist(line)
         self.title.set_text(self._title(beta))
         self.fig.draw_artist(self.title)
-        png = _encode_png(self.canvas)
+        png = canvas_png(self.canvas)
         if self._out is not None:
             from IPython.display import Image, display
             with self._out:
@@ -427,6 +398,6 @@ class SampleExplorer:
         return widgets.VBox([self._slider, self._html])
 
 
-__all__ = ["METRICS", "grading", "progress", "smooth", "to_png", "plot_rm_fit", "RunCache", "plot_curves",
+__all__ = ["METRICS", "grading", "progress", "smooth", "plot_rm_fit", "RunCache", "plot_curves",
            "plot_controller", "plot_overoptimization", "load_reference_curves", "CurveExplorer",
            "SampleExplorer"]
