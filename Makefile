@@ -43,7 +43,7 @@ test-fast: setup  ## the unit tests only (seconds)
 	$(PY) -m pytest -q -m "not slow"
 
 check-config: setup  ## fail loudly if nbgrader_config.py has an error (nbgrader would only log it)
-	$(PY) -m course_utils.nbgrader_plugins nbgrader_config.py
+	$(PY) -m course_staff.nbgrader_plugins nbgrader_config.py
 
 release: check-config  ## regenerate release/ from source/ (run after editing a lab)
 	for lab in $(LABS); do $(BIN)/nbgrader generate_assignment $$lab --force --create; done

@@ -15,7 +15,7 @@ try:
     from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
     from nbgrader import preprocessors as pp
 
-    from course_utils.nbgrader_plugins import (ClearWidgetState, FlagTampering, HideTestCode,
+    from course_staff.nbgrader_plugins import (ClearWidgetState, FlagTampering, HideTestCode,
                                               SurviveKernelDeath)
 
     c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)

@@ -6,7 +6,7 @@
 
 Prints the machine, then one line per measurement: the median over repeated runs (every run in
 brackets) and its budget. The last line reads ``bench: K/N budgets met`` and names the misses.
-The labs' functions come from their source notebooks (``nbcode.load_lab``), so the figures are those
+The labs' functions come from their source notebooks (``course_staff.solutions.load_lab``), so the figures are those
 of the reference solution. Raw figures are also written to artifacts/bench.json.
 """
 
@@ -26,9 +26,8 @@ import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests"))
-from nbcode import REPO, load_lab, notebook_path  # noqa: E402
+sys.path.insert(0, str(HERE.parent))   # course_staff, from a checkout
+from course_staff.solutions import REPO, load_lab, notebook_path  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -177,7 +176,7 @@ def bench_ppo(report, repeats, ctx):
 
 
 def bench_exact(report, repeats, ctx):
-    from course_utils import exact
+    from course_utils import response_tree as exact
     times, opt, cpu = timed(lambda: exact.exact_optimum_of(ctx["sft"], ctx["rm"], ctx["rm_offset"], beta=0.1),
                             repeats)
     report.add("exact optimum, 100 prompts (from models)", times, budget=3,
@@ -201,7 +200,7 @@ def slider(report, what, update, values):
 
 
 def bench_lab11_sliders(report):
-    from course_utils import lab11_views as views
+    from course_utils.views import lab11 as views
     from course_utils.twotoken import two_token_logits, two_token_policy, two_token_rewards
 
     lab = load_lab("lab11")
@@ -219,7 +218,7 @@ def bench_lab11_sliders(report):
 
 
 def bench_lab12_sliders(report, ctx):
-    from course_utils import lab12_views as views
+    from course_utils.views import lab12 as views
 
     reference = views.load_reference_curves()
     if reference and reference["runs"]:
@@ -233,7 +232,7 @@ def bench_lab12_sliders(report, ctx):
 
 
 def bench_exact_sliders(report, ctx):
-    from course_utils import exact_views
+    from course_utils.views import optimum as exact_views
 
     tree = ctx["tree"][0]
     view = exact_views.OptimumSlider(ctx["sft"], ctx["rm"], ctx["rm_offset"], tree=tree)
@@ -326,7 +325,7 @@ def bench_autograde(report, repeats, lab):
     """`nbgrader autograde` of one solved submission against `jupyter nbconvert --execute` of the same
     notebook, both commands with NBGRADER_EXECUTION set (the grader's view of the notebook)."""
     import nbformat
-    import nbgrader_harness as harness
+    from course_staff import harness
 
     if not notebook_path(lab).exists() or not (REPO / "release" / lab / f"{lab}.ipynb").exists():
         report.missing(f"autograde {lab} / plain execution", f"source or release of {lab} missing")

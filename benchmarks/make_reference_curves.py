@@ -4,7 +4,7 @@
 
 The file holds numbers only (the PPO histories), never code: the Lab 12 notebook overlays them on a
 student's own sweep. They are made with the instructor's solution (loaded from the source notebook
-by ``nbcode.load_lab``) and the notebook's own protocol: the SFT checkpoint, ranked data of 2000
+by ``course_staff.solutions.load_lab``) and the notebook's own protocol: the SFT checkpoint, ranked data of 2000
 prompts (seed 0), ``train_reward_model``, the offset from 2000 SFT samples (seed 2), then one
 ``train_rlhf`` run per beta of the sweep and per PPO seed (seed 0 is the notebook's own run).
 """
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from nbcode import REPO, load_lab  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from course_staff.solutions import REPO, load_lab  # noqa: E402
 
-from course_utils.lab12_views import REFERENCE_PATH  # noqa: E402
+from course_utils.views.lab12 import REFERENCE_PATH  # noqa: E402
 from course_utils.prefs import KAPPA, digit_counts, ranked_data  # noqa: E402
 from course_utils.tinylm import load_sft, make_batch, sample  # noqa: E402
 

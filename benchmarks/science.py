@@ -26,8 +26,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from nbcode import REPO, load_lab  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from course_staff.solutions import REPO, load_lab  # noqa: E402
 
 from course_utils.prefs import digit_counts, gold_score, ranked_data  # noqa: E402
 from course_utils.tinylm import decode_responses, load_sft, make_batch, sample  # noqa: E402

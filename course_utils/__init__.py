@@ -1,3 +1,16 @@
-"""The toy world of Labs 11 and 12: a tiny addition LM (tinylm), the hidden labeler and the proxy reward
-model (prefs), the enumerable toys (twotoken, exact), the checks of the test cells (grading), and the
-plots and sliders of each lab (lab11_views, lab12_views, exact_views)."""
+"""The toy world of Labs 11 and 12, as students install it. One concept per module:
+
+    tinylm         the toy LM: vocabulary, prompts "a+b=", TinyLM, sampling, the SFT checkpoint
+    build_sft      rebuilds the SFT checkpoint deterministically
+    labeler        the hidden labeler: gold_score, KAPPA, noisy Plackett-Luce rankings
+    reward_model   the proxy reward model DigitRM and its features (digit counts)
+    ppo_helpers    what PPO needs besides the lab's tasks: the critic, masked statistics, the ptx loss
+    prefs          the names Lab 12 imports "from prefs", gathered from the three modules above
+    twotoken       Lab 11's enumerable toy: every two-token response of one prompt
+    response_tree  Lab 12's response tree: every response of up to four tokens, exact expectations
+    checks         the checks of the labs' test cells
+    runtime        are we being graded, and a progress bar
+    views/         plots and sliders: base (PNG frames), lab11, lab12, optimum (Lab 12's Experiment 8)
+
+Nothing here solves a lab task; the graders' tools live in the separate package course_staff.
+"""

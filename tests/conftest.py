@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))   # `import nbgrader_harness` from any test
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # `import mutant`, `import students` from any test
 
 
 def pytest_configure(config):

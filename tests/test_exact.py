@@ -1,4 +1,4 @@
-"""The exact optimum of Lab 12's toy (course_utils.exact) against brute force and its own identities."""
+"""The exact optimum of Lab 12's toy (course_utils.response_tree) against brute force and its own identities."""
 
 import itertools
 import math
@@ -7,14 +7,25 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_utils.exact import (ACTIONS, ALL_PROMPTS, TERMINAL, ResponseTree, complete_only, exact_optimum,
-                                exact_optimum_of, path_logprobs, policy_stats, response_probs, tilt)
-from course_utils.exact_views import OptimumSlider, compare_sweep, plot_sweep, print_sweep
+from course_utils.response_tree import (ACTIONS, ALL_PROMPTS, TERMINAL, ResponseTree, complete_only, exact_optimum,
+                                exact_optimum_of, path_logprobs, policy_stats, response_probs)
+from course_utils.views.optimum import OptimumSlider, compare_sweep, plot_sweep, print_sweep
 from course_utils.prefs import DigitRM, digit_counts, gold_score
 from course_utils.tinylm import BOS, EOS, PAD, TinyLM, encode_prompts, load_sft, sample, sequence_logprobs
 
 PROMPTS = ["7+5=", "3+4=", "0+0="]
 OFFSET = 0.4
+
+
+def tilt(seq_ref_logp, seq_rewards, beta):
+    """The optimum at the sequence level: log pi*(y|x) = log pi_ref(y|x) + r(y)/beta - log Z(x).
+
+    Args: seq_ref_logp, seq_rewards (P, N) over complete responses (see complete_only).
+    Returns: (log pi* (P, N), log Z (P,)). Equal to the token-level product of exact_optimum.
+    """
+    z = seq_ref_logp + seq_rewards / beta
+    log_z = torch.logsumexp(z, dim=1)
+    return z - log_z[:, None], log_z
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""course_utils.grading: messages that teach, and comparisons a student cannot fool."""
+"""course_utils.checks: messages that teach, and comparisons a student cannot fool."""
 
 import math
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-import course_utils.grading as grading
-from course_utils.grading import AnswerError, assert_close, assert_equal_list, assert_true, needs, to_array
+import course_utils.checks as grading
+from course_utils.checks import AnswerError, assert_close, assert_equal_list, assert_true, needs, to_array
 
 
 def message(fn, *args, **kwargs):

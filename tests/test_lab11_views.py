@@ -1,6 +1,6 @@
 """Fast checks of Lab 11's plots and sliders (course_utils/lab11_views.py).
 
-The views get the instructor's functions from the source notebook (benchmarks/nbcode.load_lab),
+The views get the instructor's functions from the source notebook (course_staff.solutions.load_lab),
 as a student's finished notebook would pass its own.
 """
 
@@ -13,11 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from course_utils import lab11_views as views
-from course_utils.grading import needs
+from course_utils.views import lab11 as views
+from course_utils.checks import needs
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from nbcode import load_lab  # noqa: E402
+from course_staff.solutions import load_lab  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 SLIDER_BUDGET_S = 0.150

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-from course_utils import lab12_views as views
+from course_utils.views import lab12 as views
 from course_utils.prefs import DigitRM
 from course_utils.tinylm import load_sft
 
-from nbgrader_harness import REPO
+from course_staff.harness import REPO
 
 PNG = b"\x89PNG\r\n\x1a\n"
 SLIDER_BUDGET_MS = 150

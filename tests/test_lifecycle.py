@@ -23,7 +23,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-import nbgrader_harness as h
+from course_staff import harness as h
 import students as st
 
 pytestmark = pytest.mark.slow

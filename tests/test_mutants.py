@@ -16,7 +16,7 @@ import pytest
 
 import mutants_lab11
 import mutants_lab12
-import nbgrader_harness as h
+from course_staff import harness as h
 
 pytestmark = pytest.mark.slow
 CATALOGUES = {"lab11": mutants_lab11, "lab12": mutants_lab12}

@@ -12,7 +12,6 @@ so each ``update`` is fast enough to follow a slider (a benchmark times them dir
 
 import dataclasses
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,11 +19,13 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullLocator
 
-from course_utils.figures import PngFigure, canvas_png, grading
-from course_utils.prefs import digit_counts, gold_score
+from course_utils.runtime import grading, progress
+from course_utils.views.base import PngFigure, canvas_png
+from course_utils.labeler import gold_score
+from course_utils.reward_model import digit_counts
 from course_utils.tinylm import decode_prompts, decode_responses, make_batch, sample
 
-REFERENCE_PATH = Path(__file__).with_name("data") / "lab12_reference_curves.json"
+REFERENCE_PATH = Path(__file__).resolve().parents[1] / "data" / "lab12_reference_curves.json"
 
 # what train_rlhf logs, as the panels show it: (key, title, y-limits or None for automatic)
 METRICS = [
@@ -36,20 +37,6 @@ METRICS = [
     ("digits", "digits per response", (0.9, 4.1)),
 ]
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
-
-
-def _in_kernel():
-    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
-    return shell is not None and "ipykernel" in sys.modules
-
-
-def progress(iterable, desc=None, total=None, leave=False):
-    """A tqdm progress bar in a Jupyter kernel; the plain iterable elsewhere and while grading
-    (scripts and the grader see no output at all)."""
-    if grading() or not _in_kernel():
-        return iterable
-    from tqdm.auto import tqdm
-    return tqdm(iterable, desc=desc, total=total, leave=leave)
 
 
 def smooth(values, window=5):

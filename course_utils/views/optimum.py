@@ -5,7 +5,7 @@
     view = OptimumSlider(sft, rm, rm_offset)            # a beta slider over the exact optimum
     view.widget()                                       # in a notebook; view.update(beta) re-plots
 
-Everything is exact: each policy is enumerated over every response (course_utils.exact), no sampling.
+Everything is exact: each policy is enumerated over every response (course_utils.response_tree), no sampling.
 """
 
 import math
@@ -15,9 +15,9 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from course_utils.exact import (FEATURES, TERMINAL, ResponseTree, complete_only, exact_optimum, path_logprobs,
+from course_utils.response_tree import (FEATURES, TERMINAL, ResponseTree, complete_only, exact_optimum, path_logprobs,
                                 policy_stats)
-from course_utils.figures import PngFigure, canvas_png
+from course_utils.views.base import PngFigure, canvas_png
 
 BETA_ZERO = 1e-3    # beta = 0 (no KL penalty) is shown at this beta: its optimum is the RM's argmax
 
@@ -35,7 +35,7 @@ def compare_sweep(sweep, sft_model, rm, rm_offset, tree=None):
         rm, rm_offset: the reward r(y) = rm(digit_counts(y)) - rm_offset that PPO maximized.
     Returns:
         a list of dicts, one per beta (ascending): beta, beta_used (BETA_ZERO for beta = 0),
-        ppo and opt (course_utils.exact.Stats; ppo.kl_to_opt = KL(pi_PPO || pi*)), sft (Stats).
+        ppo and opt (course_utils.response_tree.Stats; ppo.kl_to_opt = KL(pi_PPO || pi*)), sft (Stats).
     """
     tree = tree or ResponseTree.build()
     ref = tree.logprobs(sft_model)

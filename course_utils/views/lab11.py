@@ -25,7 +25,8 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from course_utils.figures import canvas_png, figure_png, grading
+from course_utils.runtime import grading
+from course_utils.views.base import canvas_png, figure_png
 from course_utils.tinylm import TOKENS, VOCAB_SIZE, decode_responses
 from course_utils.twotoken import joint, pair_kl, two_token_logits, two_token_policy
 

@@ -8,7 +8,7 @@ SurviveKernelDeath -- autograde: a cell that kills the kernel (os._exit, a crash
                      scores like a failing cell instead of leaving the whole notebook ungraded.
 FlagTampering     -- autograde: a notebook whose cells rebind the checks (``assert_close = ...``)
                      or patch a module (``torch.allclose = ...``) is held at 0 for a TA's review.
-check_config      -- `python -m course_utils.nbgrader_plugins`: load nbgrader_config.py and fail on
+check_config      -- `python -m course_staff.nbgrader_plugins`: load nbgrader_config.py and fail on
                      any error in it, a syntax error included, which nbgrader would only log.
 """
 

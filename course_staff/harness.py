@@ -234,7 +234,7 @@ def total(scores):
 __all__ = ["course_copy", "solved_submission", "blank_submission", "autograde", "max_scores",
            "grade", "solution_text", "nbgrader", "db_url", "Grades", "NbgraderError", "total", "LABS", "REPO"]
 
-if __name__ == "__main__":     # quick manual check: python tests/nbgrader_harness.py /tmp/x lab11
+if __name__ == "__main__":     # quick manual check: python -m course_staff.harness /tmp/x lab11
     tmp, lab = Path(sys.argv[1]), sys.argv[2]
     c = course_copy(tmp)
     print(json.dumps(autograde(c, lab, {"solved": solved_submission(lab),

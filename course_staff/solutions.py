@@ -1,6 +1,6 @@
 """Load a lab's functions from its source notebook, without its checks and experiments.
 
-    from nbcode import load_lab
+    from course_staff.solutions import load_lab
     lab = load_lab("lab12")                 # {name: object} of the notebook's namespace
     policy, hist = lab["train_rlhf"](sft, rm, rm_offset, lab["RLHFConfig"](beta=0.1))
 

@@ -1,18 +1,12 @@
-"""What every view module needs from matplotlib and nbgrader: PNG bytes and "are we grading?".
+"""What every view needs from matplotlib: PNG bytes of a figure or of a slider frame.
 
 Sliders re-draw often, so their frames are encoded with fast PNG compression (``canvas_png``);
 figures drawn once show themselves in a notebook as PNG (``PngFigure``), with no pyplot state.
 """
 
 import io
-import os
 
 from matplotlib.figure import Figure
-
-
-def grading():
-    """True while nbgrader executes the notebook (autograde, validate): views draw nothing then."""
-    return bool(os.environ.get("NBGRADER_EXECUTION"))
 
 
 def figure_png(fig, dpi=80):
@@ -39,4 +33,4 @@ class PngFigure(Figure):
         return figure_png(self)
 
 
-__all__ = ["grading", "figure_png", "canvas_png", "PngFigure"]
+__all__ = ["figure_png", "canvas_png", "PngFigure"]

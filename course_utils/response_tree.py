@@ -35,9 +35,7 @@ Everything is done in log space in float64, so beta may go down to 1e-3. Usage:
 or in one line: ``exact_optimum_of(sft, rm, rm_offset, beta=0.1)``. Rewards, and so E[r] and J,
 have the offset subtracted (as train_rlhf scores); the RM's raw score is E[r] + rm_offset.
 
-Only ``logprobs`` runs a model; a new beta re-runs only the backward pass (tens of ms). The same
-optimum at the sequence level, over the N = 22621 complete responses of each prompt, is
-``tilt(complete_only(path_logprobs(ref_logp)), complete_only(rewards), beta)``: what a slider uses.
+Only ``logprobs`` runs a model; a new beta re-runs only the backward pass (tens of ms).
 """
 
 from dataclasses import dataclass, field
@@ -47,7 +45,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from course_utils.prefs import digit_counts, gold_score
+from course_utils.labeler import gold_score
+from course_utils.reward_model import digit_counts
 from course_utils.tinylm import EOS, MAX_NEW, PAD, PROMPT_LEN, TOKENS, encode_prompts
 
 ACTIONS = torch.tensor(list(range(12)) + [EOS])       # the 13 tokens a response may contain
@@ -303,17 +302,6 @@ def from_complete(values):
     return trees
 
 
-def tilt(seq_ref_logp, seq_rewards, beta):
-    """The optimum at the sequence level: log pi*(y|x) = log pi_ref(y|x) + r(y)/beta - log Z(x).
-
-    Args: seq_ref_logp, seq_rewards (P, N) over complete responses (see complete_only).
-    Returns: (log pi* (P, N), log Z (P,)). Equal to the token-level product of exact_optimum.
-    """
-    z = seq_ref_logp + seq_rewards / beta
-    log_z = torch.logsumexp(z, dim=1)
-    return z - log_z[:, None], log_z
-
-
 # ----------------------------------------------------------------------------- results
 @dataclass
 class Stats:
@@ -413,5 +401,5 @@ def exact_optimum_of(ref_model, rm, rm_offset, beta, prompts=None):
 
 
 __all__ = ["ACTIONS", "TERMINAL", "ALL_PROMPTS", "FEATURES", "ResponseTree", "reach_logprobs", "path_logprobs",
-           "response_probs", "expectation", "kl_divergence", "complete_only", "from_complete", "tilt", "Stats",
+           "response_probs", "expectation", "kl_divergence", "complete_only", "from_complete", "Stats",
            "Optimum", "soft_values", "exact_optimum", "policy_stats", "exact_optimum_of"]

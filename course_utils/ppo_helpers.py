@@ -1,0 +1,55 @@
+"""What PPO needs besides the lab's own tasks: the critic, masked statistics, the PPO-ptx loss."""
+
+import copy
+
+import torch
+import torch.nn as nn
+
+from course_utils.tinylm import answer_tokens, encode_prompts, make_batch, supervised_loss
+
+
+class ValueModel(nn.Module):
+    """The critic: a trainable copy of the LM's body plus a scalar head.
+
+    ``critic(out)`` returns values (B, T): entry [b, t] is V(x, y_<t), the value of the state in
+    which response token t was chosen (read at column prompt_len - 1 + t), and 0 at padding.
+    """
+
+    def __init__(self, sft_model):
+        super().__init__()
+        self.body = copy.deepcopy(sft_model)
+        self.body.requires_grad_(True)     # the copy must train even if sft_model was frozen
+        self.head = nn.Linear(self.body.head.in_features, 1)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, out):
+        ids, L, mask = out["ids"], out["prompt_len"], out["mask"]
+        h = self.body.hidden(ids[:, :-1])[:, L - 1:]                  # (B, T, d)
+        return self.head(h).squeeze(-1) * mask
+
+
+# ----------------------------------------------------------------------------- masked statistics
+def masked_mean(x, mask):
+    """Mean of x over the positions where mask is 1 (padding may hold anything, even nan): scalar."""
+    m = mask.bool()
+    return torch.where(m, x, torch.zeros_like(x)).sum() / m.sum().clamp_min(1)
+
+
+def masked_whiten(x, mask, eps=1e-8):
+    """(x - mean) / std over the real positions only; padding is exactly 0 afterwards."""
+    m = mask.bool()
+    mean = masked_mean(x, mask)
+    var = masked_mean((x - mean) ** 2, mask)
+    return torch.where(m, (x - mean) * torch.rsqrt(var + eps), torch.zeros_like(x))
+
+
+# ----------------------------------------------------------------------------- PPO-ptx
+def sft_loss(policy, batch, rng):
+    """Supervised loss on ``batch`` clean, correct additions drawn from ``rng`` (for PPO-ptx)."""
+    prompts, _ = make_batch(batch, rng)
+    ids, _ = encode_prompts(prompts)
+    return supervised_loss(policy, ids, answer_tokens(ids))
+
+
+__all__ = ["ValueModel", "masked_mean", "masked_whiten", "sft_loss"]
