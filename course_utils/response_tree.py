@@ -47,7 +47,7 @@ import torch.nn.functional as F
 
 from course_utils.labeler import gold_score
 from course_utils.reward_model import digit_counts
-from course_utils.tinylm import EOS, MAX_NEW, PAD, PROMPT_LEN, TOKENS, encode_prompts
+from course_utils.tinylm import EOS, MAX_NEW, PAD, PROMPT_LEN, TOKENS, causal_attention, encode_prompts
 
 ACTIONS = torch.tensor(list(range(12)) + [EOS])       # the 13 tokens a response may contain
 N_ACTIONS = len(ACTIONS)                               # 13
@@ -184,18 +184,6 @@ def _all_responses():
 
 
 # ----------------------------------------------------------------------------- batched forward passes
-def _qkv(block, x):
-    """Queries, keys, values of positions x (..., d) for one block: each (..., h, d / h)."""
-    d = x.shape[-1]
-    return (z.unflatten(-1, (block.n_heads, d // block.n_heads)) for z in block.qkv(block.ln1(x)).split(d, dim=-1))
-
-
-def _finish(block, x, att):
-    """The rest of a TinyLM block after attention: residual, projection, MLP. att (..., h, d / h)."""
-    x = x + block.proj(att.flatten(-2))
-    return x + block.mlp(block.ln2(x))
-
-
 def _tree_attention(q, levels):
     """Attention of the newest position of every state over its prompt and its ancestors' tokens.
 
@@ -215,32 +203,37 @@ def _tree_attention(q, levels):
                for w, (_, v) in zip(weights, levels))
 
 
+def _keeping_prompt(levels):
+    """The model's causal attention over the prompt, keeping its keys and values as level 0."""
+    def attend(q, k, v):                                                         # (c, 5, h, dh)
+        levels.append((k[:, None], v[:, None]))                                  # (c, 1, 5, h, dh)
+        return causal_attention(q, k, v)
+    return attend
+
+
+def _over_ancestors(levels):
+    """Attention of each state's new token over its prompt and ancestors, keeping its keys and values."""
+    def attend(q, k, v):                                                         # (c, S, h, dh)
+        levels.append((k[:, :, None], v[:, :, None]))                            # (c, S, 1, h, dh)
+        return _tree_attention(q, levels)
+    return attend
+
+
 def _tree_logits(model, prompt_ids):
     """Next-token logits (c, S_d, V) at every state of depth d = 0..3, for c prompts (c, 5).
 
-    Incremental decoding: depth 0 runs the prompts; each deeper level runs one new position per
-    state (the 12 continuations of every parent, in one batch) against the keys and values of its
-    prompt and ancestors, kept per level.
+    Incremental decoding with the model's own blocks: depth 0 runs the prompts; each deeper level
+    runs one new position per state (the 12 continuations of every parent, in one batch) whose
+    attention reads the keys and values of its prompt and ancestors, kept per level and per block.
     """
     c = prompt_ids.shape[0]
-    x = model.tok(prompt_ids) + model.pos(torch.arange(PROMPT_LEN))            # (c, 5, d)
-    levels = []                                                                  # per block
-    for block in model.blocks:
-        q, k, v = _qkv(block, x)                                                 # (c, 5, h, dh)
-        att = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                             is_causal=True).transpose(1, 2)
-        x = _finish(block, x, att)
-        levels.append([(k[:, None], v[:, None])])                                # (c, 1, 5, h, dh)
-    logits = [model.head(model.ln_f(x[:, -1:]))]                                 # (c, 1, V)
+    levels = [[] for _ in model.blocks]
+    logits = [model(prompt_ids, attention=[_keeping_prompt(lv) for lv in levels])[:, -1:]]   # (c, 1, V)
     for d in range(1, MAX_NEW):
         S = n_states(d)
-        new = model.tok(ACTIONS[:N_CONT]) + model.pos.weight[PROMPT_LEN + d - 1]   # (12, d_model)
-        x = new.repeat(n_states(d - 1), 1).expand(c, S, -1)                     # (c, S, d_model)
-        for block, lv in zip(model.blocks, levels):
-            q, k, v = _qkv(block, x)                                             # (c, S, h, dh)
-            lv.append((k[:, :, None], v[:, :, None]))                            # (c, S, 1, h, dh)
-            x = _finish(block, x, _tree_attention(q, lv))
-        logits.append(model.head(model.ln_f(x)))
+        ids = ACTIONS[:N_CONT].repeat(n_states(d - 1)).expand(c, S)            # state s ends in s % 12
+        at = torch.full((S,), PROMPT_LEN + d - 1)                                # every new token's position
+        logits.append(model(ids, positions=at, attention=[_over_ancestors(lv) for lv in levels]))
     return logits
 
 

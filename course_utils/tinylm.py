@@ -94,8 +94,19 @@ def answer_tokens(ids):
 
 
 # ----------------------------------------------------------------------------- the model
+def causal_attention(q, k, v):
+    """Causal self-attention: q, k, v (..., L, h, d/h) -> (..., L, h, d/h); position t sees 0..t."""
+    t = lambda z: z.transpose(-3, -2)                                   # heads before positions
+    return t(F.scaled_dot_product_attention(t(q), t(k), t(v), is_causal=True))
+
+
 class Block(nn.Module):
-    """Pre-LayerNorm transformer block: causal self-attention, then an MLP."""
+    """Pre-LayerNorm transformer block: self-attention, then an MLP.
+
+    ``block(x)`` with x (..., L, d) is causal self-attention over the L positions. ``block(x,
+    attention=fn)`` lets ``fn(q, k, v)`` (each (..., L, h, d/h)) decide what each position attends
+    to: the response tree uses it to attend over a shared prompt and each state's ancestors.
+    """
 
     def __init__(self, d_model, n_heads):
         super().__init__()
@@ -106,12 +117,9 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
 
-    def forward(self, x):                                   # x: (B, L, d)
-        B, L, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
-        q, k, v = (z.view(B, L, self.n_heads, d // self.n_heads).transpose(1, 2) for z in (q, k, v))
-        att = F.scaled_dot_product_attention(q, k, v, is_causal=True)   # (B, h, L, d/h)
-        x = x + self.proj(att.transpose(1, 2).reshape(B, L, d))
+    def forward(self, x, attention=causal_attention):                  # x: (..., L, d)
+        q, k, v = self.qkv(self.ln1(x)).unflatten(-1, (3, self.n_heads, -1)).unbind(-3)
+        x = x + self.proj(attention(q, k, v).flatten(-2))
         return x + self.mlp(self.ln2(x))
 
 
@@ -130,17 +138,23 @@ class TinyLM(nn.Module):
         self.ln_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, VOCAB_SIZE)
 
-    def hidden(self, ids):
-        """Final hidden states (B, L, d) of ids (B, L)."""
-        if ids.shape[1] > MAX_LEN:
-            raise ValueError(f"TinyLM reads at most {MAX_LEN} tokens, got {ids.shape[1]}")
-        x = self.tok(ids) + self.pos(torch.arange(ids.shape[1]))
-        for block in self.blocks:
-            x = block(x)
+    def hidden(self, ids, positions=None, attention=None):
+        """Final hidden states (..., L, d) of ids (..., L).
+
+        positions: (L,) the position of each column, 0..L-1 by default. attention: one function
+        per block (see ``Block``), causal self-attention by default.
+        """
+        if positions is None:
+            if ids.shape[-1] > MAX_LEN:
+                raise ValueError(f"TinyLM reads at most {MAX_LEN} tokens, got {ids.shape[-1]}")
+            positions = torch.arange(ids.shape[-1])
+        x = self.tok(ids) + self.pos(positions)
+        for block, attend in zip(self.blocks, attention or [causal_attention] * len(self.blocks)):
+            x = block(x, attend)
         return self.ln_f(x)
 
-    def forward(self, ids):
-        return self.head(self.hidden(ids))
+    def forward(self, ids, positions=None, attention=None):
+        return self.head(self.hidden(ids, positions, attention))
 
 
 def supervised_loss(model, prompt_ids, target):
