@@ -31,14 +31,18 @@ class ValueModel(nn.Module):
 
 # ----------------------------------------------------------------------------- masked statistics
 def masked_mean(x, mask):
-    """Mean of x over the positions where mask is 1 (padding may hold anything, even nan): scalar."""
-    m = mask.bool()
-    return torch.where(m, x, torch.zeros_like(x)).sum() / m.sum().clamp_min(1)
+    """sum(x * mask) / sum(mask): the mean of x over the real positions (a scalar).
+
+    Padding must hold finite numbers (0 * nan is nan), as every tensor of a rollout does; a sum that
+    survives nan or -inf at padding is Lab 11's Task 1b, not this helper.
+    """
+    return (x * mask).sum() / mask.sum().clamp_min(1)
 
 
 def masked_whiten(x, mask, eps=1e-8):
-    """(x - mean) / std over the real positions only; padding is exactly 0 afterwards."""
+    """(x - mean) / std over the real positions only (padding may hold anything); padding is 0 afterwards."""
     m = mask.bool()
+    x = torch.where(m, x, torch.zeros_like(x))
     mean = masked_mean(x, mask)
     var = masked_mean((x - mean) ** 2, mask)
     return torch.where(m, (x - mean) * torch.rsqrt(var + eps), torch.zeros_like(x))

@@ -179,19 +179,26 @@ def load_sft():
 
 
 # ----------------------------------------------------------------------------- rollouts
+# The rollout functions run a TinyLM, never a stand-in that hands them logits: the package samples
+# at temperature 1 only and computes log-probs only of its own model's outputs, so no lab task
+# (Lab 11's sample_with_temperature, response_logprobs, sequence_logprob) is a call away.
 def _allowed_logits(logits):
     """Logits with BOS and PAD forbidden (-inf): the distribution the model samples from."""
     return logits.index_fill(-1, torch.tensor(NEVER_SAMPLED), float("-inf"))
 
 
+def _check_model(model, who):
+    if not isinstance(model, TinyLM):
+        raise TypeError(f"{who} runs a TinyLM, got {type(model).__name__}")
+
+
 @torch.no_grad()
-def sample(model, prompts, temperature=1.0, max_new=MAX_NEW, generator=None):
-    """Sample one response per prompt (never BOS or PAD; PAD only after EOS).
+def sample(model, prompts, max_new=MAX_NEW, generator=None):
+    """Sample one response per prompt from the model (never BOS or PAD; PAD only after EOS).
 
     Args:
         model:       a TinyLM.
         prompts:     list of B prompt strings ``"a+b="``.
-        temperature: float >= 0; 0 means greedy.
         max_new:     number of new tokens, at most MAX_NEW.
         generator:   optional torch.Generator; without it the global torch RNG is used, so
                      ``torch.manual_seed`` makes a run reproducible.
@@ -199,10 +206,9 @@ def sample(model, prompts, temperature=1.0, max_new=MAX_NEW, generator=None):
     Returns:
         the rollout dict: ids (B, 5 + max_new), prompt_len 5, mask (B, max_new).
     """
+    _check_model(model, "sample")
     if not 1 <= max_new <= MAX_NEW:
         raise ValueError(f"max_new must be between 1 and {MAX_NEW}, got {max_new}")
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
     was_training = model.training
     model.eval()
     ids, L = encode_prompts(prompts)
@@ -210,12 +216,8 @@ def sample(model, prompts, temperature=1.0, max_new=MAX_NEW, generator=None):
     done = torch.zeros(B, dtype=torch.bool)
     mask = torch.zeros(B, max_new)
     for t in range(max_new):
-        logits = _allowed_logits(model(ids)[:, -1, :])
-        if temperature == 0:
-            nxt = logits.argmax(-1)
-        else:
-            probs = F.softmax(logits / temperature, dim=-1)
-            nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        probs = F.softmax(_allowed_logits(model(ids)[:, -1, :]), dim=-1)
+        nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)
         nxt = torch.where(done, torch.full_like(nxt, PAD), nxt)
         mask[:, t] = (~done).float()
         ids = torch.cat([ids, nxt[:, None]], dim=1)
@@ -225,17 +227,17 @@ def sample(model, prompts, temperature=1.0, max_new=MAX_NEW, generator=None):
 
 
 def sequence_logprobs(model, out):
-    """Per-token log-probs of a rollout's response tokens under ``model`` (with gradient).
+    """Per-token log-probs of a rollout's response tokens under ``model``, a TinyLM (with gradient).
 
     Returns:
         (B, T) with T = number of response columns; entry [b, t] is
         log pi(y_t | x, y_<t) of the sampling distribution (BOS and PAD forbidden), and exactly 0
         where mask == 0 (padding log-probs would be garbage).
     """
+    _check_model(model, "sequence_logprobs")
     ids, L, mask = out["ids"], out["prompt_len"], out["mask"]
-    logits = _allowed_logits(model(ids[:, :-1])[:, L - 1:])        # (B, T, V)
-    logp = torch.log_softmax(logits, dim=-1)
-    tok = logp.gather(-1, ids[:, L:, None]).squeeze(-1)              # (B, T)
+    logp = torch.log_softmax(_allowed_logits(model(ids[:, :-1])[:, L - 1:]), dim=-1)   # (B, T, V)
+    tok = logp.gather(-1, ids[:, L:, None]).squeeze(-1)                               # (B, T)
     return torch.where(mask > 0, tok, torch.zeros_like(tok))
 
 

@@ -9,50 +9,77 @@ a table, not a sampler:
     rewards (V, V)  +1 if "ij" spells the answer ("7"+EOS for 3+4, "1","2" for 7+5),
                      0 for another well-formed number, -1 for anything else (blank, non-digits).
 
-These are the inputs of Lab 11's tilted_optimum, kl_objective and token_level_optimum, and
-``pair_kl`` is the exact KL that the KL-estimator experiment compares its estimates against.
+These are the inputs of Lab 11's tilted_optimum, kl_objective and token_level_optimum.
+
+    logits = two_token_logits(model, "7+5=")          # runs the model once
+    first, second = two_token_policy(logits, 0.7)     # pi_T at any temperature, for free
+
+The temperature here applies to the toy LM's own logits only: ``two_token_policy`` takes what
+``two_token_logits`` computed from a TinyLM, never arbitrary logits (a softmax at temperature T of
+any logits would be Lab 11's Task 2 with one line of glue).
 """
 
 import numpy as np
 import torch
 
-from course_utils.tinylm import EOS, PAD, TOKENS, VOCAB_SIZE, _allowed_logits, encode_prompts
+from course_utils.tinylm import EOS, PAD, TOKENS, VOCAB_SIZE, _allowed_logits, _check_model, encode_prompts
 
 V = VOCAB_SIZE
 
 
-@torch.no_grad()
-def two_token_logits(model, prompt):
-    """Logits of the first token (V,) and of the second token after each first token (V, V).
+class TwoTokenLogits:
+    """The toy LM's logits for every two-token response to one prompt (BOS and PAD carry -inf).
 
-    Forbidden tokens (BOS, PAD) carry -inf. Compute once per prompt, then apply any temperature
-    with :func:`two_token_policy` for free.
+    ``first`` (V,): the logits of y1; ``second`` (V, V): those of y2 after each y1 (float64 copies).
     """
-    ids, _ = encode_prompts([prompt])                                   # (1, 5)
-    z1 = _allowed_logits(model(ids)[0, -1]).double()                    # (V,)
-    both = torch.cat([ids.expand(V, -1), torch.arange(V)[:, None]], dim=1)   # (V, 6): prompt + i
-    z2 = _allowed_logits(model(both)[:, -1]).double()                   # (V, V)
-    return z1.numpy(), z2.numpy()
+
+    @torch.no_grad()
+    def __init__(self, model, prompt):
+        _check_model(model, "two_token_logits")
+        ids, _ = encode_prompts([prompt])                                   # (1, 5)
+        both = torch.cat([ids.expand(V, -1), torch.arange(V)[:, None]], dim=1)   # (V, 6): prompt + i
+        self.prompt = prompt
+        self._z1 = _allowed_logits(model(ids)[0, -1]).double().numpy()      # (V,)
+        self._z2 = _allowed_logits(model(both)[:, -1]).double().numpy()     # (V, V)
+
+    @property
+    def first(self):
+        return self._z1.copy()
+
+    @property
+    def second(self):
+        return self._z2.copy()
+
+    def policy(self, temperature):
+        """(first (V,), second (V, V)) of pi_T; T = 0 is greedy (one-hot on each argmax)."""
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        tables = []
+        for z in (self._z1, self._z2):
+            if temperature == 0:
+                tables.append(np.eye(V)[np.argmax(z, axis=-1)])
+            else:
+                s = z / temperature
+                e = np.exp(s - s.max(axis=-1, keepdims=True))
+                tables.append(e / e.sum(axis=-1, keepdims=True))
+        first, second = tables
+        second[EOS] = 0.0
+        second[EOS, PAD] = 1.0
+        return first, second
 
 
-def _softmax(z, temperature):
-    """softmax(z / T) over the last axis; T = 0 is greedy (one-hot on the argmax)."""
-    if temperature == 0:
-        return np.eye(z.shape[-1])[np.argmax(z, axis=-1)]
-    s = z / temperature
-    s = s - s.max(axis=-1, keepdims=True)
-    p = np.exp(s)
-    return p / p.sum(axis=-1, keepdims=True)
+def two_token_logits(model, prompt):
+    """The TwoTokenLogits of a TinyLM on ``prompt`` ("a+b="): compute once, then apply any
+    temperature with :func:`two_token_policy`."""
+    return TwoTokenLogits(model, prompt)
 
 
 def two_token_policy(logits, temperature=1.0):
     """(first (V,), second (V, V)) of pi_T from ``two_token_logits``; EOS's row ends on PAD."""
-    z1, z2 = logits
-    first = _softmax(z1, temperature)
-    second = _softmax(z2, temperature)
-    second[EOS] = 0.0
-    second[EOS, PAD] = 1.0
-    return first, second
+    if not isinstance(logits, TwoTokenLogits):
+        raise TypeError(f"two_token_policy takes what two_token_logits(model, prompt) returns, "
+                        f"got {type(logits).__name__}")
+    return logits.policy(temperature)
 
 
 def two_token_rewards(prompt):
@@ -74,19 +101,10 @@ def joint(first, second):
     return first[:, None] * second
 
 
-def pair_kl(first_p, second_p, first_q, second_q):
-    """Exact KL(p || q) between two two-token policies (0 log 0 = 0; inf if q misses p's support)."""
-    p, q = joint(first_p, second_p), joint(first_q, second_q)
-    support = p > 0
-    if (q[support] == 0).any():
-        return float("inf")
-    return float((p[support] * (np.log(p[support]) - np.log(q[support]))).sum())
-
-
 def response_text(i, j):
     """Readable text of the response "ij", e.g. "7<eos>" or "12"."""
     return TOKENS[i] + ("" if i == EOS else TOKENS[j])
 
 
-__all__ = ["V", "two_token_logits", "two_token_policy", "two_token_rewards", "joint", "pair_kl",
+__all__ = ["V", "TwoTokenLogits", "two_token_logits", "two_token_policy", "two_token_rewards", "joint",
            "response_text"]

@@ -205,14 +205,22 @@ def test_value_model_reads_the_state_before_each_token(sft):
 
 
 # ----------------------------------------------------------------------------- masked statistics
-def test_masked_mean_ignores_nan_and_inf_at_padding():
-    x = torch.tensor([[1.0, 2.0, float("nan")], [3.0, float("inf"), float("-inf")]], requires_grad=True)
+def test_masked_mean_is_the_seeds_token_mean():
+    x = torch.tensor([[1.0, 2.0, 7.0], [3.0, -5.0, 9.0]], requires_grad=True)
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
     m = masked_mean(x, mask)
-    assert m.item() == pytest.approx(2.0)
+    assert m.item() == pytest.approx(2.0)                    # (1 + 2 + 3) / 3: padding does not count
     m.backward()
-    assert torch.isfinite(x.grad).all() and (x.grad[mask == 0] == 0).all()
+    assert (x.grad[mask == 0] == 0).all() and torch.allclose(x.grad[mask > 0], torch.full((3,), 1 / 3))
     assert masked_mean(x.detach(), mask.bool()).item() == pytest.approx(2.0)
+    assert masked_mean(x.detach(), torch.zeros(2, 3)).item() == 0.0      # no real token: 0, not nan
+
+
+def test_masked_mean_is_no_nan_safe_masked_sum():
+    """sum(x * mask) / sum(mask), as the seed defines it: nan at padding stays nan (the nan-safe masked
+    sum is Lab 11's Task 1b, which the package must not do)."""
+    x = torch.tensor([[1.0, float("nan")]])
+    assert torch.isnan(masked_mean(x, torch.tensor([[1.0, 0.0]])))
 
 
 def test_masked_whiten_ignores_padding_and_rezeros_it():

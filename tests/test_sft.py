@@ -8,6 +8,7 @@ import torch
 from course_utils.build_sft import train_sft
 from course_utils.prefs import gold_score
 from course_utils.tinylm import decode_responses, load_sft, make_batch, sample
+from rollouts import greedy
 
 ALL_PROMPTS = [f"{a}+{b}=" for a in range(10) for b in range(10)]
 
@@ -30,16 +31,16 @@ def test_sft_adds_well_but_not_perfectly(sft, seed):
 
 
 def test_greedy_sft_is_mostly_right(sft):
-    out = sample(sft, ALL_PROMPTS, temperature=0)
+    out = greedy(sft, ALL_PROMPTS)
     answers = [str(int(p[0]) + int(p[2])) for p in ALL_PROMPTS]
     assert sum(r == a for r, a in zip(decode_responses(out), answers)) >= 70
 
 
 def test_rebuilt_checkpoint_matches_the_shipped_one(sft):
     rebuilt = train_sft(seed=0)
-    assert torch.equal(sample(rebuilt, ALL_PROMPTS, temperature=0)["ids"],
-                       sample(sft, ALL_PROMPTS, temperature=0)["ids"])
+    assert torch.equal(greedy(rebuilt, ALL_PROMPTS)["ids"],
+                       greedy(sft, ALL_PROMPTS)["ids"])
     with torch.no_grad():
         for step in range(4):               # logits on the prompt and on the greedy continuations
-            seq = sample(sft, ALL_PROMPTS, temperature=0)["ids"][:, :5 + step]
+            seq = greedy(sft, ALL_PROMPTS)["ids"][:, :5 + step]
             torch.testing.assert_close(rebuilt(seq), sft(seq), atol=1e-3, rtol=1e-3)

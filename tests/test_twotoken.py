@@ -1,12 +1,12 @@
-"""course_utils.twotoken: Lab 11's enumerable two-token policy, reward table and exact KL."""
+"""course_utils.twotoken: Lab 11's enumerable two-token policy and reward table."""
 
 import numpy as np
 import pytest
 import torch
 
 from course_utils.tinylm import BOS, EOS, PAD, PLUS, encode_prompts, load_sft
-from course_utils.twotoken import (V, joint, pair_kl, response_text, two_token_logits, two_token_policy,
-                                   two_token_rewards)
+from course_utils.twotoken import (V, joint, response_text, two_token_logits,
+                                   two_token_policy, two_token_rewards)
 
 
 @pytest.fixture(scope="module")
@@ -15,7 +15,7 @@ def logits():
 
 
 def test_logits_shapes_and_forbidden_tokens(logits):
-    z1, z2 = logits
+    z1, z2 = logits.first, logits.second
     assert z1.shape == (V,) and z2.shape == (V, V) and z1.dtype == np.float64
     assert np.isneginf(z1[[BOS, PAD]]).all() and np.isneginf(z2[:, [BOS, PAD]]).all()
     assert np.isfinite(np.delete(z1, [BOS, PAD])).all()
@@ -28,8 +28,19 @@ def test_logits_match_the_model(logits):
         first = model(ids)[0, -1].double().numpy()
         after_one = model(torch.cat([ids, torch.tensor([[1]])], 1))[0, -1].double().numpy()
     keep = [v for v in range(V) if v not in (BOS, PAD)]
-    np.testing.assert_allclose(logits[0][keep], first[keep], rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(logits[1][1, keep], after_one[keep], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(logits.first[keep], first[keep], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(logits.second[1, keep], after_one[keep], rtol=1e-5, atol=1e-5)
+
+
+def test_logits_come_from_a_tinylm_only(logits):
+    """No tempered softmax of arbitrary logits (that is Lab 11's Task 2): the policy takes the toy
+    LM's own logits, and those come from a TinyLM, not from a stand-in that returns made-up logits."""
+    with pytest.raises(TypeError, match="two_token_logits"):
+        two_token_policy((np.zeros(V), np.zeros((V, V))), 0.5)
+    with pytest.raises(TypeError, match="TinyLM"):
+        two_token_logits(lambda ids: torch.zeros(*ids.shape, V), "7+5=")
+    logits.first[:] = 0.0                                           # a copy: the table stays the model's
+    assert np.isneginf(logits.first[BOS])
 
 
 @pytest.mark.parametrize("temperature", [0.3, 1.0, 2.5])
@@ -52,10 +63,10 @@ def test_eos_row_ends_on_pad(logits):
 def test_temperature_zero_is_one_hot(logits):
     first, second = two_token_policy(logits, 0)
     assert set(first.tolist()) == {0.0, 1.0} and first.sum() == 1
-    assert first.argmax() == np.argmax(logits[0])
+    assert first.argmax() == np.argmax(logits.first)
     assert ((second == 0) | (second == 1)).all() and (second.sum(1) == 1).all()
     rows = [i for i in range(V) if i != EOS]
-    assert (second[rows].argmax(1) == np.argmax(logits[1][rows], axis=1)).all()
+    assert (second[rows].argmax(1) == np.argmax(logits.second[rows], axis=1)).all()
 
 
 def test_low_temperature_approaches_greedy(logits):
@@ -90,25 +101,6 @@ def test_rewards_zero_answer():
 def test_rewards_reject_malformed_prompt():
     with pytest.raises(ValueError, match="malformed prompt"):
         two_token_rewards("12+3=")
-
-
-def test_pair_kl(logits):
-    p = two_token_policy(logits, 1.0)
-    q = two_token_policy(logits, 0.5)
-    assert pair_kl(*p, *p) == pytest.approx(0.0, abs=1e-12)
-    assert pair_kl(*p, *q) > 0 and pair_kl(*q, *p) > 0
-    assert pair_kl(*p, *q) != pytest.approx(pair_kl(*q, *p))          # KL is not symmetric
-    # the definition, summed over the support of p
-    pj, qj = joint(*p), joint(*q)
-    s = pj > 0
-    assert pair_kl(*p, *q) == pytest.approx(float((pj[s] * np.log(pj[s] / qj[s])).sum()))
-
-
-def test_pair_kl_infinite_when_q_misses_support(logits):
-    p = two_token_policy(logits, 1.0)
-    greedy = two_token_policy(logits, 0)
-    assert pair_kl(*p, *greedy) == float("inf")
-    assert np.isfinite(pair_kl(*greedy, *p))
 
 
 def test_response_text():
