@@ -45,7 +45,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from course_utils.labeler import gold_score
+from course_utils.labeler import RESPONSE_METRICS, response_metrics
 from course_utils.reward_model import digit_counts
 from course_utils.tinylm import EOS, MAX_NEW, PAD, PROMPT_LEN, TOKENS, causal_attention, encode_prompts
 
@@ -56,13 +56,13 @@ EOS_COL = 12                                           # the column of EOS among
 DEPTHS = range(MAX_NEW)                                # 0..3
 TERMINAL = [torch.arange(N_ACTIONS) == EOS_COL for _ in range(MAX_NEW - 1)] + [torch.ones(N_ACTIONS, dtype=torch.bool)]
 ALL_PROMPTS = [f"{a}+{b}=" for a in range(10) for b in range(10)]
-FEATURES = ("gold", "acc", "malformed", "digits")          # what the labeler sees, per response
+FEATURES = RESPONSE_METRICS                                # what the labeler sees, per response
 
 
 def _features(out):
     """The FEATURES of each response of a rollout: (B, 4)."""
-    gold = gold_score(out)
-    return torch.stack([gold, gold == 1, gold < 0, digit_counts(out).sum(1)], dim=1)
+    metrics = response_metrics(out)
+    return torch.stack([metrics[name] for name in FEATURES], dim=1)
 
 
 def n_states(d):

@@ -4,8 +4,13 @@ It sees which digits a response holds, not whether they add up, so a policy that
 enough learns to emit digits: the score goes up while the labeler's goes down.
 """
 
+import random
+
 import torch
 import torch.nn as nn
+
+from course_utils.tinylm import make_batch, sample
+
 
 def digit_counts(out):
     """How many times each digit 0-9 occurs in each response (real tokens only): (B, 10) float."""
@@ -30,4 +35,13 @@ class DigitRM(nn.Module):
         return counts @ self.w
 
 
-__all__ = ["digit_counts", "DigitRM"]
+@torch.no_grad()
+def sft_offset(rm, sft_model, n=2000, seed=2):
+    """The RM offset: the mean score ``rm`` gives n responses of the SFT model (seeded prompts and
+    samples). Scores minus this offset put an SFT answer at about 0, as in InstructGPT."""
+    prompts, _ = make_batch(n, random.Random(seed))
+    out = sample(sft_model, prompts, generator=torch.Generator().manual_seed(seed))
+    return rm(digit_counts(out)).mean().item()
+
+
+__all__ = ["digit_counts", "DigitRM", "sft_offset"]

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import course_utils.checks as grading
-from course_utils.checks import AnswerError, assert_close, assert_equal_list, assert_true, needs, to_array
+from course_utils.checks import (AnswerError, Unfinished, assert_close, assert_equal_list, assert_true, needs,
+                                 to_array)
 
 
 def message(fn, *args, **kwargs):
@@ -191,6 +192,12 @@ def test_needs_is_silent_when_the_task_is_done(capsys):
     with needs("Task 1"):
         x = 1 + 1
     assert x == 2 and capsys.readouterr().out == ""
+
+
+def test_needs_names_the_part_a_view_waits_for(capsys):
+    with needs("Tasks 3, 4 and 5"):
+        raise Unfinished("Part A (Tasks 1 and 2)")
+    assert capsys.readouterr().out == "Finish Part A (Tasks 1 and 2) first, then run this cell again.\n"
 
 
 def test_needs_lets_other_errors_through():

@@ -1,4 +1,4 @@
-"""Fast checks of Lab 11's plots and sliders (course_utils/lab11_views.py).
+"""Fast checks of Lab 11's plots and sliders (course_utils/views/lab11.py).
 
 The views get the instructor's functions from the source notebook (course_staff.solutions.load_lab),
 as a student's finished notebook would pass its own.
@@ -54,6 +54,18 @@ def test_entropy_handles_zeros_without_warnings():
         assert views.entropy(np.full((2, 4), 0.25), axis=1) == pytest.approx([np.log(4)] * 2)
 
 
+# ----------------------------------------------------------------------------- log-probs (Task 1)
+def test_logprob_table_scores_samples_with_the_students_functions(lab, capsys):
+    view = views.LogprobTable(lab["model"], "7+5=", lab["response_logprobs"], lab["sequence_logprob"])
+    view.show()
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 + 8 and "log pi(y|x)" in lines[0]
+    assert torch.isfinite(view.seq_logp).all()                    # padding is -inf, the sums are not
+    assert torch.isneginf(view.tok_logp).any()
+    probs = view.seq_logp.exp()
+    assert ((probs > 0) & (probs <= 1)).all()
+
+
 # ----------------------------------------------------------------------------- temperature
 def test_temperature_view_caches_logits_and_samples(lab, monkeypatch):
     calls = []
@@ -63,8 +75,9 @@ def test_temperature_view_caches_logits_and_samples(lab, monkeypatch):
         return lab["generate"](*args, **kwargs)
 
     view = views.TemperatureView(lab["model"], "7+5=", counting_generate, n_samples=6)
-    z1, z2 = view.logits
-    assert z1.shape == (15,) and z2.shape == (15, 15)
+    assert calls == []                                            # the constructor only keeps its arguments
+    view.prepare()
+    assert view.logits.first.shape == (15,) and view.logits.second.shape == (15, 15)
     monkeypatch.setattr(views, "two_token_logits", _unfinished)   # no model call after construction
     for t in (1.0, 0.5, 1.0, 0.0, 0.5):
         png = view.update(t)
@@ -81,8 +94,8 @@ def test_temperature_view_caches_logits_and_samples(lab, monkeypatch):
 
 
 def test_temperature_view_samples_are_seeded(lab):
-    a = views.TemperatureView(lab["model"], "3+4=", lab["generate"], n_samples=16, seed=3).samples(2.0)
-    b = views.TemperatureView(lab["model"], "3+4=", lab["generate"], n_samples=16, seed=3).samples(2.0)
+    a = views.TemperatureView(lab["model"], "3+4=", lab["generate"], n_samples=16, seed=3).prepare().samples(2.0)
+    b = views.TemperatureView(lab["model"], "3+4=", lab["generate"], n_samples=16, seed=3).prepare().samples(2.0)
     assert a == b and len(a) == 16
 
 
@@ -100,7 +113,7 @@ def test_temperature_slider_is_fast(lab):
 # ----------------------------------------------------------------------------- beta
 def test_beta_view_curves_and_update(lab):
     view = views.BetaView(lab["ref_first"], lab["ref_second"], lab["rewards"], lab["tilted_optimum"],
-                          lab["kl_objective"])
+                          lab["kl_objective"]).prepare()
     n = len(view.betas)
     assert view.curves.shape == (n, 4)
     assert np.allclose(view.J, view.beta_log_Z, atol=1e-9)        # J(pi*) = beta log Z
@@ -115,7 +128,7 @@ def test_beta_view_curves_and_update(lab):
 # ----------------------------------------------------------------------------- KL experiment
 def test_kl_experiment_shows_the_known_ordering(lab):
     exp = views.KLEstimatorExperiment(lab["model"], "7+5=", lab["kl_estimators"], temperatures=(1.1, 2.0),
-                                      n_samples=50_000)
+                                      n_samples=50_000).prepare()
     near, far = exp.rows
     assert near["kl"] < far["kl"]
     for row in exp.rows:                                           # k1 and k3 unbiased (4 standard errors)
@@ -124,23 +137,43 @@ def test_kl_experiment_shows_the_known_ordering(lab):
     assert far["k2"]["bias"] > 0.5                                 # k2 biased once the policies drift apart
     assert near["k3"]["std"] < near["k1"]["std"] / 3               # k3 far less noisy near pi_ref
     again = views.KLEstimatorExperiment(lab["model"], "7+5=", lab["kl_estimators"], temperatures=(1.1, 2.0),
-                                        n_samples=50_000)
+                                        n_samples=50_000).prepare()
     assert again.rows == exp.rows                                  # seeded
     table = exp.table()
     assert "k3 bias" in table and len(table.splitlines()) == 2 + 2 + 1
     assert exp.figure().startswith(PNG)
 
 
-def test_kl_experiment_is_short_while_grading(lab, monkeypatch):
+def test_kl_experiment_exact_kl_is_the_enumerated_sum(lab):
+    """The exact KL the estimators are judged against: sum over the 225 responses of p log(p / q)."""
+    from course_utils.twotoken import joint, two_token_logits, two_token_policy
+
+    exp = views.KLEstimatorExperiment(lab["model"], "7+5=", lab["kl_estimators"], temperatures=(1.5,),
+                                      n_samples=1000).prepare()
+    logits = two_token_logits(lab["model"], "7+5=")
+    p, q = joint(*two_token_policy(logits, 1.5)), joint(*two_token_policy(logits, 1.0))
+    s = p > 0
+    assert exp.rows[0]["kl"] == pytest.approx(float((p[s] * np.log(p[s] / q[s])).sum()), rel=1e-12)
+
+
+def test_while_grading_no_view_calls_the_students_functions(lab, monkeypatch, capsys):
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
-    exp = views.KLEstimatorExperiment(lab["model"], "7+5=", lab["kl_estimators"], temperatures=(1.5,))
-    assert exp.n_samples == 2000
+    calls = []
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return lab["kl_estimators"](*args, **kwargs)
+
+    exp = views.KLEstimatorExperiment(lab["model"], "7+5=", counting)
+    assert exp.show() is None and calls == [] and not hasattr(exp, "rows")
+    views.LogprobTable(lab["model"], "7+5=", _unfinished, _unfinished).show()      # no "Finish ..." either
+    assert capsys.readouterr().out == ""
 
 
 # ----------------------------------------------------------------------------- soft values
 def test_soft_value_view(lab):
     view = views.SoftValueView(lab["ref_first"], lab["ref_second"], lab["rewards"],
-                               lab["token_level_optimum"], lab["tilted_optimum"])
+                               lab["token_level_optimum"], lab["tilted_optimum"]).prepare()
     assert view.max_gap(0.05) < 1e-12
     lo, hi = view.limits["V0"]
     assert lo - 1e-9 <= view.V0_curve.min() and view.V0_curve.max() <= hi + 1e-9
@@ -162,7 +195,11 @@ def test_soft_value_view(lab):
      "Task 3 (kl_estimators)"),
     (lambda lab: views.SoftValueView(lab["ref_first"], lab["ref_second"], lab["rewards"], _unfinished,
                                      lab["tilted_optimum"]), "Task 5 (token_level_optimum)"),
-], ids=["temperature", "beta_tilted", "beta_objective", "kl", "soft_values"])
+    (lambda lab: views.LogprobTable(lab["model"], "7+5=", _unfinished, lab["sequence_logprob"]),
+     "Task 1 (response_logprobs and sequence_logprob)"),
+    (lambda lab: views.LogprobTable(lab["model"], "7+5=", lab["response_logprobs"], _unfinished),
+     "Task 1 (response_logprobs and sequence_logprob)"),
+], ids=["temperature", "beta_tilted", "beta_objective", "kl", "soft_values", "logprobs_1a", "logprobs_1b"])
 def test_unfinished_task_prints_one_line(lab, capsys, make, task):
     with needs(task):
         make(lab).show()
@@ -196,7 +233,7 @@ def test_show_draws_nothing_while_grading(lab, monkeypatch, capsys):
 
 def test_views_use_only_seeded_randomness(lab):
     torch.manual_seed(0)
-    a = views.TemperatureView(lab["model"], "9+9=", lab["generate"]).samples(1.5)
+    a = views.TemperatureView(lab["model"], "9+9=", lab["generate"]).prepare().samples(1.5)
     torch.manual_seed(1)
-    b = views.TemperatureView(lab["model"], "9+9=", lab["generate"]).samples(1.5)
+    b = views.TemperatureView(lab["model"], "9+9=", lab["generate"]).prepare().samples(1.5)
     assert a == b

@@ -1,12 +1,54 @@
-"""What every view needs from matplotlib: PNG bytes of a figure or of a slider frame.
+"""What every view of the labs shares: the protocol of an explore cell, fast slider frames, PNG bytes.
 
-Sliders re-draw often, so their frames are encoded with fast PNG compression (``canvas_png``);
-figures drawn once show themselves in a notebook as PNG (``PngFigure``), with no pyplot state.
+The protocol. Every explore cell is
+
+    with needs("Task 4 (tilted_optimum and kl_objective)"):
+        views.BetaView(ref_first, ref_second, rewards, tilted_optimum, kl_objective).show()
+
+A view's constructor only keeps its arguments. ``show()`` does the work -- calls the student's
+functions (an unfinished one raises NotImplementedError, which ``needs`` turns into one line),
+trains or enumerates what the view needs, draws -- and displays it; while nbgrader grades the
+notebook (``runtime.grading()``) it returns at once and prints nothing. ``prepare()`` does the work
+without displaying anything (tests, benchmarks). A slider view's ``update(value)`` returns the frame
+for one slider value (PNG bytes, or an HTML string) and ``caption()`` a line under the slider.
+
+Sliders re-draw often: ``FastFigure`` renders a figure's static parts once and each frame only the
+artists that move, encoded with fast PNG compression; ``show_slider`` wires a slider to a view.
 """
 
 import io
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from course_utils.runtime import grading
+
+
+class View:
+    """Base of every view: ``show()`` = ``prepare()`` (once) + ``display()``, nothing while grading."""
+
+    _prepared = False
+
+    def prepare(self):
+        """Do the view's work once (call the student's functions, train, enumerate); returns self."""
+        if not self._prepared:
+            self._prepare()
+            self._prepared = True
+        return self
+
+    def show(self):
+        """Prepare and display the view in the notebook; while grading, do nothing. Returns None
+        (a cell that ends in ``view.show()`` shows the view, not its repr)."""
+        if grading():
+            return
+        self.prepare()
+        self.display()
+
+    def _prepare(self):
+        """The work; subclasses override it."""
+
+    def display(self):
+        raise NotImplementedError(f"{type(self).__name__} defines no display()")
 
 
 def figure_png(fig, dpi=80):
@@ -33,4 +75,59 @@ class PngFigure(Figure):
         return figure_png(self)
 
 
-__all__ = ["figure_png", "canvas_png", "PngFigure"]
+class FastFigure:
+    """A figure whose static parts are rendered once; each frame redraws only ``dynamic`` artists.
+
+    Re-rendering axes, ticks and colorbars is what makes a matplotlib re-plot slow; here a frame is
+    restore-background + draw a few artists + a fast PNG encode (a few tens of ms). The layout is
+    fixed at the first render.
+    """
+
+    def __init__(self, fig, dynamic):
+        self.fig, self.dynamic = fig, list(dynamic)
+        for artist in self.dynamic:
+            artist.set_animated(True)           # left out of the background
+        self.canvas = FigureCanvasAgg(fig)
+        self.canvas.draw()
+        fig.set_layout_engine("none")           # keep the layout of that first render
+        self.background = self.canvas.copy_from_bbox(fig.bbox)
+
+    def png(self):
+        """The frame as PNG bytes: the background, then the dynamic artists as they are now."""
+        self.canvas.restore_region(self.background)
+        for artist in self.dynamic:
+            self.fig.draw_artist(artist)
+        return canvas_png(self.canvas)
+
+
+def show_slider(view, slider, describe):
+    """Display ``slider``, a caption and the frame ``view.update(value)`` (PNG bytes or HTML).
+
+    Returns the VBox (slider, caption, frame). A student's function that fails at some slider value
+    is reported in the caption; the last good frame stays.
+    """
+    import ipywidgets as widgets
+    from IPython.display import HTML, Image, display
+
+    out, note = widgets.Output(), widgets.HTML()
+
+    def redraw(value):
+        try:
+            frame = view.update(value)
+        except Exception as err:  # noqa: BLE001 -- a student's function failed: say so, keep going
+            note.value = (f"<b>At {describe} = {value:g} your function raised "
+                          f"{type(err).__name__}: {err}</b>")
+            return
+        note.value = view.caption()
+        with out:
+            out.clear_output(wait=True)
+            display(HTML(frame) if isinstance(frame, str) else Image(data=frame, format="png"))
+
+    slider.observe(lambda change: redraw(change["new"]), names="value")
+    redraw(slider.value)
+    box = widgets.VBox([slider, note, out])
+    display(box)
+    return box
+
+
+__all__ = ["View", "figure_png", "canvas_png", "PngFigure", "FastFigure", "show_slider"]

@@ -1,34 +1,31 @@
 """Plots and sliders of Lab 11 (the language model as a policy).
 
-Every view takes the student's functions as arguments (nothing here solves a task) and separates
-the work a slider does from the widget that shows it:
+Every view takes the student's functions as arguments (nothing here solves a task) and follows the
+protocol of ``views.base``: the constructor keeps its arguments, ``show()`` calls the student's
+functions, draws and displays (nothing while nbgrader grades), and a slider's ``update(value)``
+re-draws one frame:
 
-    view = TemperatureView(model, "7+5=", generate)     # caches the logits of the toy LM
-    png = view.update(0.7)                              # re-plot at T = 0.7: PNG bytes, < 150 ms
-                                                        # (the first call also draws the axes, ~1 s)
-    view.show()                                         # slider + plot in JupyterLab
+    with needs("Task 2 (sample_with_temperature)"):
+        views.TemperatureView(model, "7+5=", generate).show()    # slider + plot in JupyterLab
 
-    BetaView(ref_first, ref_second, rewards, tilted_optimum, kl_objective).update(0.3)
-    KLEstimatorExperiment(model, "7+5=", kl_estimators).rows      # bias and std of k1, k2, k3
-    SoftValueView(ref_first, ref_second, rewards, token_level_optimum, tilted_optimum).update(0.3)
+    view = BetaView(ref_first, ref_second, rewards, tilted_optimum, kl_objective).prepare()
+    png = view.update(0.3)                       # re-plot at beta = 0.3: PNG bytes, < 150 ms
+                                                 # (the first call also draws the axes, ~1 s)
+    LogprobTable(model, "7+5=", response_logprobs, sequence_logprob).prepare().table()
+    KLEstimatorExperiment(model, "7+5=", kl_estimators).prepare().rows   # bias and std of k1, k2, k3
+    SoftValueView(ref_first, ref_second, rewards, token_level_optimum, tilted_optimum).prepare()
 
-A constructor calls the student's functions (no drawing yet), so an unfinished task raises its
-NotImplementedError inside the notebook's ``with needs(...)`` block (a one-line message, no
-traceback). The figure is drawn once, on the first ``update``; later errors, raised while a slider
-moves, are printed under the slider. While nbgrader grades a notebook (NBGRADER_EXECUTION is set)
-``show`` draws nothing and the KL experiment draws fewer samples.
+An unfinished task raises its NotImplementedError inside the notebook's ``with needs(...)`` block
+(a one-line message, no traceback); errors raised later, while a slider moves, are printed under it.
 """
-
 
 import numpy as np
 import torch
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from course_utils.runtime import grading
-from course_utils.views.base import canvas_png, figure_png
-from course_utils.tinylm import TOKENS, VOCAB_SIZE, decode_responses
-from course_utils.twotoken import joint, pair_kl, two_token_logits, two_token_policy
+from course_utils.tinylm import TOKENS, VOCAB_SIZE, _allowed_logits, decode_responses, sample
+from course_utils.twotoken import joint, two_token_logits, two_token_policy
+from course_utils.views.base import FastFigure, View, figure_png, show_slider
 
 LABELS = [t.strip("<>") for t in TOKENS]        # short tick labels: 0..9 + = bos eos pad
 DPI = 72
@@ -40,28 +37,6 @@ def entropy(p, axis=None):
     p = np.asarray(p, dtype=float)
     safe = np.where(p > 0, p, 1.0)
     return -(p * np.log(safe)).sum(axis=axis)
-
-
-class _FastFigure:
-    """A figure whose static parts are rendered once; each frame redraws only ``dynamic`` artists.
-
-    Re-rendering axes, ticks and colorbars is what makes a matplotlib re-plot slow; here a frame is
-    restore-background + draw a few artists + a fast PNG encode (a few tens of ms).
-    """
-
-    def __init__(self, fig, dynamic):
-        self.fig, self.dynamic = fig, list(dynamic)
-        for artist in self.dynamic:
-            artist.set_animated(True)           # left out of the background
-        self.canvas = FigureCanvasAgg(fig)
-        self.canvas.draw()
-        self.background = self.canvas.copy_from_bbox(fig.bbox)
-
-    def png(self):
-        self.canvas.restore_region(self.background)
-        for artist in self.dynamic:
-            self.fig.draw_artist(artist)
-        return canvas_png(self.canvas)
 
 
 def _log_probs_image(p):
@@ -79,39 +54,52 @@ def _heatmap(ax, data, title, **kwargs):
     return im
 
 
-def _show_slider(view, slider, describe):
-    """Display ``slider``, a caption and an Output widget showing ``view.update(value)`` as a PNG.
-
-    Returns the VBox (slider, caption, output). A student's function that fails at some slider value
-    is reported in the caption; the last good plot stays.
-    """
+def _beta_slider():
+    """The log-scale beta slider of BetaView and SoftValueView (0.01 to 100)."""
     import ipywidgets as widgets
-    from IPython.display import Image, display
 
-    out = widgets.Output()
-    note = widgets.HTML()
+    return widgets.FloatLogSlider(value=1.0, base=10, min=-2, max=2, step=0.05, description="beta",
+                                  continuous_update=True)
 
-    def redraw(value):
-        try:
-            png = view.update(value)
-        except Exception as err:  # noqa: BLE001 -- a student's function failed: say so, keep going
-            note.value = (f"<b>At {describe} = {value:g} your function raised "
-                          f"{type(err).__name__}: {err}</b>")
-            return
-        note.value = view.caption()
-        with out:
-            out.clear_output(wait=True)
-            display(Image(data=png, format="png"))
 
-    slider.observe(lambda change: redraw(change["new"]), names="value")
-    redraw(slider.value)
-    box = widgets.VBox([slider, note, out])
-    display(box)
-    return box
+# ----------------------------------------------------------------------------- log-probs (Task 1)
+class LogprobTable(View):
+    """Responses the toy LM samples for one prompt, scored with the lab's Task 1 functions.
+
+    The logits forbid BOS and PAD (-inf), as when the model samples, so padding positions have
+    log pi = -inf: ``sequence_logprob`` must still give a finite log pi(y | x).
+
+    Args:
+        model: a TinyLM; prompt: e.g. "7+5="; response_logprobs, sequence_logprob: the lab's functions.
+        n: responses (seeded).
+    """
+
+    def __init__(self, model, prompt, response_logprobs, sequence_logprob, n=8, seed=0):
+        self.model, self.prompt, self.n, self.seed = model, prompt, n, seed
+        self.response_logprobs, self.sequence_logprob = response_logprobs, sequence_logprob
+
+    def _prepare(self):
+        rollout = sample(self.model, [self.prompt] * self.n, generator=torch.Generator().manual_seed(self.seed))
+        with torch.no_grad():
+            logits = _allowed_logits(self.model(rollout["ids"]))
+        self.texts = decode_responses(rollout)
+        self.tok_logp = self.response_logprobs(logits, rollout["ids"], rollout["prompt_len"])
+        self.seq_logp = self.sequence_logprob(self.tok_logp, rollout["mask"])
+
+    def table(self):
+        """One line per response: its per-token log-probs, log pi(y|x) and pi(y|x)."""
+        lines = [f"{'response':>9} | {'log pi(y_t | s_t) per token':^34} | log pi(y|x) | pi(y|x)"]
+        for text, row, lp in zip(self.texts, self.tok_logp.tolist(), self.seq_logp.tolist()):
+            cells = " ".join(f"{v:7.3f}" for v in row)
+            lines.append(f"{text or '(empty)':>9} | {cells} | {lp:11.3f} | {np.exp(lp):7.3f}")
+        return "\n".join(lines)
+
+    def display(self):
+        print(self.table())
 
 
 # ----------------------------------------------------------------------------- temperature
-class TemperatureView:
+class TemperatureView(View):
     """Temperature T -> the toy LM's next-token and two-token distributions under pi_T.
 
     Panels: pi_T(y1 | x) as bars, pi_T(y1 y2 | x) as a log-scale heatmap, and the entropies of
@@ -130,15 +118,14 @@ class TemperatureView:
     def __init__(self, model, prompt="7+5=", generate=None, n_samples=8, seed=0):
         self.model, self.prompt, self.generate = model, prompt, generate
         self.n_samples, self.seed = n_samples, seed
-        self.logits = two_token_logits(model, prompt)                # (V,), (V, V), cached
-        self._samples = {}
-        h1, h2 = [], []
-        for t in self.temperatures:
-            first, second = two_token_policy(self.logits, t)
-            h1.append(entropy(first))
-            h2.append(entropy(joint(first, second)))
-        self.h_first, self.h_pair = np.array(h1), np.array(h2)
         self.frame = None                                            # the figure, built on first use
+
+    def _prepare(self):
+        self.logits = two_token_logits(self.model, self.prompt)      # the model runs once
+        self._tables, self._samples = {}, {}
+        pairs = [self.distributions(t) for t in self.temperatures]   # cached: the slider only looks up
+        self.h_first = np.array([entropy(first) for first, _ in pairs])
+        self.h_pair = np.array([entropy(pair) for _, pair in pairs])
         self.samples(1.0)                                            # runs the student's generate once
 
     def _build(self):
@@ -161,12 +148,15 @@ class TemperatureView:
         ax3.legend(fontsize=8, loc="upper left")
         ax3.set_title("entropy of pi_T", fontsize=9)
         ax1.set_title(f"next token pi_T(y1 | {self.prompt}) at T = 1", fontsize=9)
-        self.frame = _FastFigure(self.fig, [*self.bars, ax1.title, self.image, self.markers, self.vline])
+        self.frame = FastFigure(self.fig, [*self.bars, ax1.title, self.image, self.markers, self.vline])
 
     def distributions(self, temperature):
-        """(first (V,), pair (V, V)) of pi_T, from the cached logits."""
-        first, second = two_token_policy(self.logits, temperature)
-        return first, joint(first, second)
+        """(first (V,), pair (V, V)) of pi_T, from the cached logits (cached per T)."""
+        key = round(float(temperature), 6)
+        if key not in self._tables:
+            first, second = two_token_policy(self.logits, temperature)
+            self._tables[key] = first, joint(first, second)
+        return self._tables[key]
 
     def samples(self, temperature):
         """Responses of ``generate`` at this temperature (same seed at every T; cached)."""
@@ -182,6 +172,7 @@ class TemperatureView:
 
     def update(self, temperature):
         """Re-plot at ``temperature``; returns the figure as PNG bytes."""
+        self.prepare()
         if self.frame is None:
             self._build()
         temperature = float(temperature)
@@ -203,19 +194,17 @@ class TemperatureView:
             text += f"<br>samples from <code>generate</code>: {' | '.join(self.sampled)}"
         return text
 
-    def show(self):
+    def display(self):
         """The slider (T from 0 to 3) and the plot."""
-        if grading():
-            return
         import ipywidgets as widgets
 
         slider = widgets.SelectionSlider(options=[float(t) for t in self.temperatures], value=1.0,
                                          description="T", continuous_update=True)
-        self.widget = _show_slider(self, slider, "T")
+        self.widget = show_slider(self, slider, "T")
 
 
 # ----------------------------------------------------------------------------- beta
-class BetaView:
+class BetaView(View):
     """beta -> pi_ref, the reward and the tilted optimum pi*, with E[r], KL and J against beta.
 
     Args:
@@ -230,17 +219,24 @@ class BetaView:
         self.ref = joint(ref_first, ref_second)
         self.rewards = np.asarray(rewards, dtype=float)
         self.tilted_optimum, self.kl_objective = tilted_optimum, kl_objective
-        self.curves = np.array([self.scores(b) for b in self.betas])   # (81, 4)
-        self.mean_r, self.kl, self.J, self.beta_log_Z = self.curves.T
         self.frame = None                                            # the figure, built on first use
 
+    def _prepare(self):
+        self._scores = {}
+        self.curves = np.array([self.scores(b) for b in self.betas])   # (81, 4)
+        self.mean_r, self.kl, self.J, self.beta_log_Z = self.curves.T
+
     def scores(self, beta):
-        """(E_pi*[r], KL(pi* || pi_ref), J(pi*), beta log Z) at ``beta``, with the lab's functions."""
-        pi_star, log_Z = self.tilted_optimum(self.ref, self.rewards, beta)
-        pi_star = np.asarray(pi_star, dtype=float)
-        J = float(self.kl_objective(pi_star, self.ref, self.rewards, beta))
-        mean_r = float((pi_star * self.rewards).sum())
-        return mean_r, (mean_r - J) / beta, J, beta * float(log_Z)
+        """(E_pi*[r], KL(pi* || pi_ref), J(pi*), beta log Z) at ``beta``, with the lab's functions
+        (cached per beta, with pi* in ``self.optima``)."""
+        key = round(float(beta), 9)
+        if key not in self._scores:
+            pi_star, log_Z = self.tilted_optimum(self.ref, self.rewards, beta)
+            pi_star = np.asarray(pi_star, dtype=float)
+            J = float(self.kl_objective(pi_star, self.ref, self.rewards, beta))
+            mean_r = float((pi_star * self.rewards).sum())
+            self._scores[key] = pi_star, (mean_r, (mean_r - J) / beta, J, beta * float(log_Z))
+        return self._scores[key][1]
 
     def _build(self):
         self.fig = Figure(figsize=(15, 3.7), dpi=DPI, layout="constrained")
@@ -265,16 +261,16 @@ class BetaView:
         c.legend(fontsize=8, loc="upper right")
         c.set_title("E[r] = 0.000   KL = 0.000   J = 0.000", fontsize=9)
         self.ax_curves = c
-        self.frame = _FastFigure(self.fig, [self.image, ax[2].title, self.dots, self.vline, c.title])
+        self.frame = FastFigure(self.fig, [self.image, ax[2].title, self.dots, self.vline, c.title])
 
     def update(self, beta):
         """Re-plot at ``beta``; returns the figure as PNG bytes."""
+        self.prepare()
         if self.frame is None:
             self._build()
         beta = float(beta)
-        pi_star, _ = self.tilted_optimum(self.ref, self.rewards, beta)
-        self.beta, self.pi_star = beta, np.asarray(pi_star, dtype=float)
         self.values = self.scores(beta)
+        self.beta, self.pi_star = beta, self._scores[round(beta, 9)][0]
         mean_r, kl, J, _ = self.values
         self.image.set_data(_log_probs_image(self.pi_star))
         self.image.axes.set_title(f"log10 pi* at beta = {beta:.3g}", fontsize=9)
@@ -288,28 +284,17 @@ class BetaView:
         return (f"beta = {self.beta:.3g}: E_pi*[r] = {mean_r:.3f}, KL(pi* || pi_ref) = {kl:.3f}, "
                 f"J(pi*) = {J:.3f}, beta log Z = {beta_log_Z:.3f}")
 
-    def show(self):
+    def display(self):
         """The slider (beta from 0.01 to 100, log scale) and the plot."""
-        _show_beta_slider(self)
-
-
-def _show_beta_slider(view):
-    """Display ``view`` under a log-scale beta slider (0.01 to 100); nothing while grading."""
-    if grading():
-        return
-    import ipywidgets as widgets
-
-    slider = widgets.FloatLogSlider(value=1.0, base=10, min=-2, max=2, step=0.05,
-                                    description="beta", continuous_update=True)
-    view.widget = _show_slider(view, slider, "beta")
+        self.widget = show_slider(self, _beta_slider(), "beta")
 
 
 # ----------------------------------------------------------------------------- KL estimators
-class KLEstimatorExperiment:
+class KLEstimatorExperiment(View):
     """Bias and spread of the KL estimators k1, k2, k3 on the enumerable two-token toy.
 
     pi_ref is the toy LM at T = 1 and pi is the same model at another temperature, so the exact
-    KL(pi || pi_ref) is known (``pair_kl``). For each temperature, ``n_samples`` responses y ~ pi
+    KL(pi || pi_ref) is known: a sum over the 225 responses. For each temperature, ``n_samples`` responses y ~ pi
     give one-sample estimates k(y) from log pi(y) - log pi_ref(y) (sums over the two tokens):
     bias = mean(k) - KL and std = standard deviation of k, both relative to the exact KL.
 
@@ -319,22 +304,23 @@ class KLEstimatorExperiment:
 
     def __init__(self, model, prompt, kl_estimators, temperatures=(1.02, 1.05, 1.1, 1.2, 1.35, 1.5, 1.75, 2.0, 2.5),
                  n_samples=200_000, seed=0):
-        if grading():
-            n_samples = min(n_samples, 2000)                         # nothing is shown while grading
-        logits = two_token_logits(model, prompt)
-        ref_first, ref_second = two_token_policy(logits, 1.0)
-        ref = joint(ref_first, ref_second).ravel()
-        gen = torch.Generator().manual_seed(seed)
-        self.n_samples = n_samples
+        self.model, self.prompt, self.kl_estimators = model, prompt, kl_estimators
+        self.temperatures, self.n_samples, self.seed = temperatures, n_samples, seed
+
+    def _prepare(self):
+        logits = two_token_logits(self.model, self.prompt)
+        ref = joint(*two_token_policy(logits, 1.0)).ravel()
+        gen = torch.Generator().manual_seed(self.seed)
+        n_samples = self.n_samples
         self.rows = []
-        for t in temperatures:
-            first, second = two_token_policy(logits, t)
-            p = joint(first, second).ravel()
+        for t in self.temperatures:
+            p = joint(*two_token_policy(logits, t)).ravel()
             draws = torch.multinomial(torch.from_numpy(p), n_samples, replacement=True, generator=gen)
             logp = torch.log(torch.from_numpy(p))[draws]
             ref_logp = torch.log(torch.from_numpy(ref))[draws]
-            ks = [np.asarray(k, dtype=float) for k in kl_estimators(logp, ref_logp)]
-            exact = pair_kl(first, second, ref_first, ref_second)
+            ks = [np.asarray(k, dtype=float) for k in self.kl_estimators(logp, ref_logp)]
+            support = p > 0                                           # pi_T never misses pi_ref's support
+            exact = float((p[support] * np.log(p[support] / ref[support])).sum())
             row = {"T": float(t), "kl": exact}
             for name, k in zip(("k1", "k2", "k3"), ks):
                 row[name] = {"mean": float(k.mean()), "bias": float(k.mean() - exact) / exact,
@@ -372,10 +358,8 @@ class KLEstimatorExperiment:
             ax.legend(fontsize=8)
         return figure_png(fig, dpi="figure")
 
-    def show(self):
+    def display(self):
         """Print the table and show the plot."""
-        if grading():
-            return
         from IPython.display import Image, display
 
         print(self.table())
@@ -383,7 +367,7 @@ class KLEstimatorExperiment:
 
 
 # ----------------------------------------------------------------------------- soft values
-class SoftValueView:
+class SoftValueView(View):
     """beta -> the token-level optimum: pi*(y1) against pi_ref(y1), and the soft values.
 
     Left: the first-token policies pi_ref(y1) and pi*(y1) = pi_ref(y1) exp((V(y1) - V0) / beta).
@@ -400,23 +384,36 @@ class SoftValueView:
         self.rewards = np.asarray(rewards, dtype=float)
         self.token_level_optimum, self.tilted_optimum = token_level_optimum, tilted_optimum
         self.token = token
+        self.frame = None                                            # the figure, built on first use
+
+    def _prepare(self):
+        self._optima = {}
         curves = []
         for b in self.betas:
-            _, _, V, V0 = token_level_optimum(self.first, self.second, self.rewards, b)
-            curves.append((float(V0), float(np.asarray(V, dtype=float)[token])))
+            _, _, V, V0 = self.optimum(b)
+            curves.append((V0, V[self.token]))
         self.V0_curve, self.V_curve = np.array(curves).T
         pair = joint(self.first, self.second)
         reachable = np.where(self.second > 0, self.rewards, -np.inf)
+        t = self.token
         self.limits = {"V0": (float((pair * self.rewards).sum()), float(reachable.max(1)[self.first > 0].max())),
-                       "V": (float((self.second[token] * self.rewards[token]).sum()), float(reachable[token].max()))}
-        self.frame = None                                            # the figure, built on first use
-        self.max_gap(1.0)                                            # runs both student functions once
+                       "V": (float((self.second[t] * self.rewards[t]).sum()), float(reachable[t].max()))}
+        self.max_gap(1.0)                                            # runs the student's tilted_optimum once
+
+    def optimum(self, beta):
+        """token_level_optimum at ``beta`` as float arrays (first_star, second_star, V, V0); cached."""
+        key = round(float(beta), 9)
+        if key not in self._optima:
+            first_star, second_star, V, V0 = self.token_level_optimum(self.first, self.second, self.rewards, beta)
+            self._optima[key] = (np.asarray(first_star, dtype=float), np.asarray(second_star, dtype=float),
+                                 np.asarray(V, dtype=float), float(V0))
+        return self._optima[key]
 
     def max_gap(self, beta):
-        first_star, second_star, _, _ = self.token_level_optimum(self.first, self.second, self.rewards, beta)
+        """The largest |first_star[:, None] * second_star - pi*| at ``beta``: Task 5 against Task 4."""
+        first_star, second_star, _, _ = self.optimum(beta)
         pi_star, _ = self.tilted_optimum(joint(self.first, self.second), self.rewards, beta)
-        return float(np.abs(np.asarray(first_star)[:, None] * np.asarray(second_star)
-                            - np.asarray(pi_star)).max())
+        return float(np.abs(first_star[:, None] * second_star - np.asarray(pi_star, dtype=float)).max())
 
     def _build(self):
         self.fig = Figure(figsize=(12, 3.6), dpi=DPI, layout="constrained")
@@ -443,16 +440,16 @@ class SoftValueView:
                    title_fontsize=8)
         ax2.set_title("soft values against beta", fontsize=9)
         self.ax_bars = ax1
-        self.frame = _FastFigure(self.fig, [*self.bars, ax1.title, self.dots, self.vline])
+        self.frame = FastFigure(self.fig, [*self.bars, ax1.title, self.dots, self.vline])
 
     def update(self, beta):
         """Re-plot at ``beta``; returns the figure as PNG bytes."""
+        self.prepare()
         if self.frame is None:
             self._build()
         beta = float(beta)
-        first_star, _, V, V0 = self.token_level_optimum(self.first, self.second, self.rewards, beta)
-        self.beta, self.first_star = beta, np.asarray(first_star, dtype=float)
-        self.V, self.V0 = np.asarray(V, dtype=float), float(V0)
+        self.beta = beta
+        self.first_star, _, self.V, self.V0 = self.optimum(beta)
         self.gap = self.max_gap(beta)
         for bar, p in zip(self.bars, self.first_star):
             bar.set_height(p)
@@ -466,9 +463,9 @@ class SoftValueView:
                 f"{self.V[self.token]:.4f}; largest gap between the token-level and the tilted pi*: "
                 f"{self.gap:.1e}")
 
-    def show(self):
+    def display(self):
         """The slider (beta from 0.01 to 100, log scale) and the plot."""
-        _show_beta_slider(self)
+        self.widget = show_slider(self, _beta_slider(), "beta")
 
 
-__all__ = ["TemperatureView", "BetaView", "KLEstimatorExperiment", "SoftValueView", "entropy", "grading"]
+__all__ = ["LogprobTable", "TemperatureView", "BetaView", "KLEstimatorExperiment", "SoftValueView", "entropy"]

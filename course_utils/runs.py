@@ -1,0 +1,86 @@
+"""What Lab 12's experiments train, each thing once: the reward model and its offset, then PPO runs.
+
+    runs = RunCache(sft)                          # the notebook's setup cell: trains nothing
+    runs.fit_reward_model(train_reward_model)     # Part A: the RM and its offset (forgets old runs)
+    runs.use(train_rlhf)                          # Part B: the training loop (forgets old runs)
+    policy, history = runs.run(RLHFConfig(beta=0.0))      # trained once, then from the cache
+    sweep = runs.sweep(RLHFConfig())              # {beta: (policy, history)} over SWEEP_BETAS
+
+The lab's own functions do the work; this module only remembers their results, so re-drawing a
+plot never re-trains. What waits for an unfinished part raises ``checks.Unfinished``, which the
+notebook's ``needs(...)`` turns into "Finish ... first".
+
+The facts every consumer of the runs shares (views, benchmarks, reference curves) are here:
+``METRICS``, what train_rlhf logs per iteration and the plots show, and ``SWEEP_BETAS``.
+"""
+
+import dataclasses
+
+from course_utils.checks import Unfinished
+from course_utils.labeler import ranked_data
+from course_utils.reward_model import sft_offset
+from course_utils.runtime import progress
+
+METRICS = ("rm", "gold", "kl", "acc", "malformed", "digits")   # train_rlhf's history keys, as plotted
+SWEEP_BETAS = (0.0, 0.05, 0.07, 0.1, 0.2)                        # the beta sweep of Experiments 5, 6, 8
+RM_DATA = {"n_prompts": 2000, "k": 4, "seed": 0}                 # the rankings the reward model is fit on
+PART_A = "Part A (Tasks 1 and 2, then the cell that fits the reward model)"
+
+
+class RunCache:
+    """The reward model, its offset, and one ``train_fn(sft, rm, rm_offset, cfg)`` run per config.
+
+    Attributes: ``sft`` (the starting policy and KL reference), ``rm`` and ``rm_offset`` (None until
+    ``fit_reward_model``), ``runs`` ({config key: (policy, history)}).
+    """
+
+    def __init__(self, sft_model):
+        self.sft, self.rm, self.rm_offset = sft_model, None, None
+        self.train_fn = None
+        self.runs = {}
+
+    def fit_reward_model(self, train_fn):
+        """Fit ``train_fn(ranked data)`` on RM_DATA, compute its offset (``sft_offset``); returns rm."""
+        self.rm, self.rm_offset = None, None
+        rm = train_fn(ranked_data(self.sft, **RM_DATA))
+        self.rm, self.rm_offset = rm, sft_offset(rm, self.sft)
+        self.runs.clear()
+        return rm
+
+    def reward(self):
+        """(rm, rm_offset), or ``Unfinished`` while Part A has made no reward model."""
+        if self.rm is None:
+            raise Unfinished(PART_A)
+        return self.rm, self.rm_offset
+
+    def use(self, train_fn):
+        """Train PPO runs with ``train_fn`` (the lab's train_rlhf) from now on; forgets earlier runs."""
+        self.train_fn = train_fn
+        self.runs.clear()
+
+    @staticmethod
+    def key(cfg):
+        return tuple(sorted(dataclasses.asdict(cfg).items()))
+
+    def run(self, cfg):
+        """(policy, history) of the run with configuration ``cfg`` (trained on first use)."""
+        rm, rm_offset = self.reward()
+        if self.train_fn is None:
+            raise RuntimeError("no training loop yet: run the cell with runs.use(train_rlhf) first")
+        k = self.key(cfg)
+        if k not in self.runs:
+            self.runs[k] = self.train_fn(self.sft, rm, rm_offset, cfg)
+        return self.runs[k]
+
+    def sweep(self, base_cfg, betas=SWEEP_BETAS):
+        """{beta: (policy, history)}: ``base_cfg`` at each beta, with a progress bar over the runs."""
+        self.reward()
+        cfgs = {b: dataclasses.replace(base_cfg, beta=b) for b in betas}
+        todo = sum(self.key(c) not in self.runs for c in cfgs.values())
+        return {b: self.run(c) for b, c in progress(cfgs.items(), desc=f"{todo} new PPO runs", leave=True)}
+
+    def clear(self):
+        self.runs.clear()
+
+
+__all__ = ["METRICS", "SWEEP_BETAS", "RM_DATA", "RunCache"]
