@@ -47,7 +47,8 @@ import torch.nn.functional as F
 
 from course_utils.labeler import RESPONSE_METRICS, response_metrics
 from course_utils.reward_model import digit_counts
-from course_utils.tinylm import EOS, MAX_NEW, PAD, PROMPT_LEN, TOKENS, causal_attention, encode_prompts
+from course_utils.tinylm import (EOS, MAX_NEW, PAD, PROMPT_LEN, TOKENS, causal_attention, decode_responses,
+                                encode_prompts)
 
 ACTIONS = torch.tensor(list(range(12)) + [EOS])       # the 13 tokens a response may contain
 N_ACTIONS = len(ACTIONS)                               # 13
@@ -135,9 +136,23 @@ class ResponseTree:
             parts.append(values.view(c, R, *values.shape[1:]))
         return from_complete(torch.cat(parts))
 
+    @torch.no_grad()
     def rm_rewards(self, rm, rm_offset=0.0):
-        """r(y) = rm(digit_counts(y)) - rm_offset for every complete response, as train_rlhf scores."""
-        return self.score(lambda out: rm(digit_counts(out)) - rm_offset)
+        """r(y) = rm(digit_counts(y)) - rm_offset for every complete response, as train_rlhf scores.
+
+        The reward model reads the response's digit counts only, so each response is scored once
+        and its score shared by every prompt.
+        """
+        counts = digit_counts({"ids": torch.cat([self.prompt_ids[:1].expand(len(self._resp), -1), self._resp], 1),
+                               "prompt_len": PROMPT_LEN, "mask": self._mask})
+        r = (rm(counts) - rm_offset).double()                                    # (N,)
+        return from_complete(r.expand(self.P, -1))
+
+    def answers(self):
+        """Every complete response as ``decode_responses`` shows it ("12", "" for a blank, "7777…"):
+        a list of N = 22621 strings in the order of complete_only."""
+        ids = torch.cat([self.prompt_ids[:1].expand(len(self._resp), -1), self._resp], dim=1)
+        return decode_responses({"ids": ids, "prompt_len": PROMPT_LEN, "mask": self._mask})
 
     def response_text(self, d, s, a):
         """Text of the response (state s of depth d, then action a), e.g. ``"12<eos>"``."""

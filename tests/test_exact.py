@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from course_utils.response_tree import (ACTIONS, ALL_PROMPTS, TERMINAL, ResponseTree, complete_only, exact_optimum,
                                 exact_optimum_of, path_logprobs, policy_stats, response_probs)
+from course_utils.runs import RunCache
 from course_utils.views.optimum import OptimumSlider, compare_sweep, plot_sweep, print_sweep
 from course_utils.prefs import DigitRM, digit_counts, gold_score
 from course_utils.tinylm import BOS, EOS, PAD, TinyLM, encode_prompts, load_sft, sample, sequence_logprobs
@@ -226,7 +227,9 @@ def test_one_liner(sft, rm, setup):
 
 def test_slider_matches_the_optimum_and_draws(setup, sft, rm):
     tree, ref, rewards = setup
-    view = OptimumSlider(sft, rm, OFFSET, betas=[1e-3, 0.1, 10.0], prompt="3+4=", tree=tree)
+    runs = RunCache(sft)
+    runs.rm, runs.rm_offset = rm, OFFSET
+    view = OptimumSlider(runs, betas=[1e-3, 0.1, 10.0], prompt="3+4=", prompts=PROMPTS).prepare()
     for beta in [1e-3, 0.05, 3.0]:
         exact = exact_optimum(tree, ref, rewards, beta).stats
         fast = view.stats(beta)
@@ -236,8 +239,11 @@ def test_slider_matches_the_optimum_and_draws(setup, sft, rm):
         assert png.startswith(b"\x89PNG")
     sft_stats = policy_stats(tree, ref, ref, rewards, 1.0)
     assert abs(view.sft["gold"] - sft_stats.gold) < 1e-4 and view.sft["kl"] == 0.0
-    box = view.widget(beta=0.1)
-    assert len(box.children) == 2
+    view.display()
+    slider, caption, frame = view.widget.children
+    assert slider.value == 0.1 and "beta = 0.1:" in view.title.get_text()
+    slider.value = 1.0                                                    # the slider re-draws the view
+    assert "beta = 1:" in view.title.get_text()
 
 
 def test_sweep_comparison(setup, sft, rm, capsys):

@@ -1,24 +1,27 @@
-"""Lab 12's plots and sliders (course_utils/lab12_views.py) and its shipped reference curves.
+"""Lab 12's plots and sliders (course_utils/views/lab12.py), its run cache (course_utils/runs.py) and
+its shipped reference curves.
 
-Fast: no PPO training; histories are synthetic or come from the reference file. Slider updates are
-timed in CPU time of this process, so a busy machine does not make them fail.
+Fast: no PPO training; histories are synthetic or come from the reference file, handed out by a
+stand-in train_rlhf through a real RunCache. Slider updates are timed in CPU time of this process,
+so a busy machine does not make them fail.
 """
 
 import dataclasses
 import json
-import random
 import time
 
-import nbformat
 import numpy as np
 import pytest
 import torch
 
-from course_utils.views import lab12 as views
+from course_utils.checks import needs
 from course_utils.prefs import DigitRM
+from course_utils.reward_model import sft_offset
+from course_utils.runs import METRICS, SWEEP_BETAS, RunCache
+from course_utils.runtime import grading
 from course_utils.tinylm import load_sft
+from course_utils.views import lab12 as views
 
-from course_staff.harness import REPO
 
 PNG = b"\x89PNG\r\n\x1a\n"
 SLIDER_BUDGET_MS = 150
@@ -40,13 +43,33 @@ def cpu_ms(fn, *args):
     return (time.process_time() - t0) * 1000
 
 
-def notebook_sweep_betas():
-    nb = nbformat.read(str(REPO / "source" / "lab12" / "lab12.ipynb"), as_version=4)
-    for cell in nb.cells:
-        for line in cell.source.splitlines():
-            if line.startswith("SWEEP_BETAS = "):
-                return [float(x) for x in json.loads(line.split("=", 1)[1])]
-    raise AssertionError("the notebook defines no SWEEP_BETAS")
+@dataclasses.dataclass
+class Cfg:
+    beta: float = 0.1
+    target_kl: float = None
+    seed: int = 0
+
+
+def rm_of_digits(weight=0.3):
+    rm = DigitRM()
+    with torch.no_grad():
+        rm.w.fill_(weight)
+    return rm
+
+
+def cache_of(histories, calls=None):
+    """A real RunCache on the SFT model with a fixed RM, whose stand-in train_rlhf returns the SFT
+    model and ``histories(cfg)``: no PPO training."""
+    runs = RunCache(load_sft())
+    runs.rm, runs.rm_offset = rm_of_digits(), 0.4
+
+    def train(sft, rm, rm_offset, cfg):
+        if calls is not None:
+            calls.append(cfg)
+        return sft, histories(cfg)
+
+    runs.use(train)
+    return runs
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -56,11 +79,18 @@ def test_smooth_is_a_trailing_mean():
     assert np.allclose(views.smooth(np.ones(50), window=7), 1.0)
 
 
+def test_last_third_and_summary():
+    hist = fake_history(n=30, drift=1.0)
+    assert views.last_third(hist, "gold") == pytest.approx(np.mean(hist["gold"][-10:]))
+    line = views.run_summary("beta = 0", hist)
+    assert line.startswith("beta = 0: gold +0.70 -> ") and "accuracy 0.80 -> " in line and "KL" in line
+
+
 def test_progress_is_silent_outside_a_kernel_and_while_grading(monkeypatch):
     it = range(3)
     assert views.progress(it) is it
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
-    assert views.grading()
+    assert grading()
     assert views.progress(it) is it
 
 
@@ -79,29 +109,51 @@ def test_plots_render():
 
 
 # ----------------------------------------------------------------------------- the run cache
-@dataclasses.dataclass
-class Cfg:
-    beta: float = 0.1
-    seed: int = 0
-
-
 def test_run_cache_trains_each_configuration_once():
     calls = []
-
-    def train(sft, rm, offset, cfg):
-        calls.append(cfg)
-        return "policy", fake_history(drift=cfg.beta)
-
-    cache = views.RunCache(train, "sft", "rm", 0.3)
+    cache = cache_of(lambda cfg: fake_history(drift=cfg.beta), calls)
     a = cache.run(Cfg(beta=0.0))
     assert cache.run(Cfg(beta=0.0)) is a
     sweep = cache.sweep(Cfg(), [0.0, 0.05, 0.1])
     assert list(sweep) == [0.0, 0.05, 0.1]
     assert [c.beta for c in calls] == [0.0, 0.05, 0.1]
-    assert sweep[0.0] is a[1]
-    cache.clear()
+    assert sweep[0.0] is a
+    assert list(cache.sweep(Cfg())) == list(SWEEP_BETAS)              # the course's sweep by default
+    cache.use(cache.train_fn)                                          # new code: the old runs are gone
     cache.run(Cfg(beta=0.0))
-    assert len(calls) == 4
+    assert len(calls) == 3 + 2 + 1                                     # 0.07 and 0.2 were new
+
+
+def test_run_cache_waits_for_the_reward_model(capsys):
+    runs = RunCache(load_sft())
+    runs.use(lambda *args: pytest.fail("trained without a reward model"))
+    for view in (views.TrainingCurves(runs, {"beta = 0": Cfg(beta=0.0)}), views.RewardOffset(runs),
+                 views.OptimumSlider(runs), views.SampleExplorer(runs, {})):
+        with needs("Tasks 3, 4 and 5"):
+            view.show()
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and all(line.startswith("Finish Part A (Tasks 1 and 2") for line in lines)
+
+
+def test_fit_reward_model_uses_the_labs_function_and_one_offset():
+    seen = []
+
+    def train_reward_model(data):
+        seen.append(len(data))
+        return rm_of_digits(0.2)
+
+    runs = cache_of(lambda cfg: fake_history())
+    runs.run(Cfg())
+    rm = runs.fit_reward_model(train_reward_model)
+    assert seen == [2000] and runs.rm is rm and runs.runs == {}        # a new RM forgets the old runs
+    assert runs.rm_offset == pytest.approx(sft_offset(rm, runs.sft))
+
+
+def test_sft_offset_centres_sft_scores():
+    sft, rm = load_sft(), rm_of_digits()
+    offset = sft_offset(rm, sft)
+    assert offset == sft_offset(rm, sft) and 0.3 * 0.9 < offset < 0.3 * 2.1   # about one or two digits
+    assert sft_offset(rm, sft, seed=3) != offset
 
 
 # ----------------------------------------------------------------------------- reference curves
@@ -115,11 +167,11 @@ def reference():
 def test_reference_curves_are_data_for_the_notebook_sweep(reference):
     raw = json.loads(views.REFERENCE_PATH.read_text())       # plain JSON: numbers, no code
     assert set(raw) == {"meta", "runs"}
-    assert sorted(reference["runs"]) == sorted(notebook_sweep_betas())
+    assert sorted(reference["runs"]) == sorted(SWEEP_BETAS)
     for beta, runs in reference["runs"].items():
         assert len(runs) == len(reference["meta"]["seeds"]) >= 2
         for hist in runs:
-            for key, _, _ in views.METRICS:
+            for key in METRICS:
                 assert len(hist[key]) == reference["meta"]["config"]["iters"]
                 assert all(isinstance(v, (int, float)) for v in hist[key])
 
@@ -135,64 +187,90 @@ def test_reference_curves_show_the_lesson(reference):
 
 
 # ----------------------------------------------------------------------------- sliders
+def reference_runs(reference):
+    """A RunCache whose runs at each beta of the sweep are the reference's first seed."""
+    return cache_of(lambda cfg: reference["runs"][cfg.beta][0])
+
+
 def test_curve_explorer_redraws_fast(reference):
-    sweep = {b: runs[0] for b, runs in reference["runs"].items()}
-    explorer = views.CurveExplorer(sweep, reference)
-    pngs = {b: explorer.update(b) for b in sweep}              # the first draw of each is warm-up
+    explorer = views.CurveExplorer(reference_runs(reference), Cfg()).prepare()
+    pngs = {b: explorer.update(b) for b in SWEEP_BETAS}          # the first draw of each is warm-up
     assert all(p.startswith(PNG) for p in pngs.values())
-    assert len(set(pngs.values())) == len(sweep)
-    times = [cpu_ms(explorer.update, b) for b in list(sweep) * 2]
+    assert len(set(pngs.values())) == len(SWEEP_BETAS)
+    times = [cpu_ms(explorer.update, b) for b in list(SWEEP_BETAS) * 2]
     assert np.median(times) < SLIDER_BUDGET_MS, times
 
 
 def test_curve_explorer_without_reference():
-    explorer = views.CurveExplorer({0.0: fake_history(drift=1.0), 0.1: fake_history()}, None)
-    assert explorer.update(0.1).startswith(PNG)
+    runs = cache_of(lambda cfg: fake_history(drift=1.0 if cfg.beta == 0 else 0.0))
+    explorer = views.CurveExplorer(runs, Cfg(), betas=(0.0, 0.1), reference=None).prepare()
+    assert explorer.update(0.1).startswith(PNG) and "beta = 0.1" in explorer.title.get_text()
 
 
 def test_curve_explorer_widget_follows_the_slider(reference):
-    sweep = {b: runs[0] for b, runs in reference["runs"].items()}
-    explorer = views.CurveExplorer(sweep, reference)
-    box = explorer.widget(0.1)
-    seen = []
-    explorer.update = lambda b, _orig=explorer.update: seen.append(b) or _orig(b)
-    slider = box.children[0]
-    assert slider.value == 0.1
+    explorer = views.CurveExplorer(reference_runs(reference), Cfg())
+    explorer.show()
+    slider, caption, frame = explorer.widget.children
+    assert slider.value == SWEEP_BETAS[len(SWEEP_BETAS) // 2]
     slider.value = 0.0
-    assert seen == [0.0]
+    assert explorer.title.get_text().startswith("beta = 0:")
+
+
+def test_training_curves_show_runs_summaries_and_the_controller(capsys):
+    calls = []
+    runs = cache_of(lambda cfg: {**fake_history(drift=cfg.beta), "beta": list(np.linspace(0.1, 0.2, 30))}, calls)
+    view = views.TrainingCurves(runs, {"beta = 0": Cfg(beta=0.0), "target KL 0.5": Cfg(target_kl=0.5)},
+                                title="t", answers_to=["3+4=", "9+8="])
+    view.show()
+    out = capsys.readouterr().out
+    assert "beta = 0: gold " in out and "target KL 0.5: KL over the last third" in out
+    assert "beta 0.100 -> 0.200" in out and "3+4=" in out and len(calls) == 2
+    views.TrainingCurves(runs, {"beta = 0": Cfg(beta=0.0)}).show()
+    assert len(calls) == 2                                             # from the cache
 
 
 @pytest.fixture(scope="module")
 def sample_explorer():
-    sft = load_sft()
-    rm = DigitRM()
-    with torch.no_grad():
-        rm.w.fill_(0.3)
-    return views.SampleExplorer({"SFT": sft, "also SFT": sft}, rm, 0.4, n_show=6, n_stats=128)
+    return views.SampleExplorer(cache_of(lambda cfg: fake_history()), {"also SFT": Cfg()}, n_show=6).prepare()
 
 
-def test_sample_explorer_shows_prompts_answers_and_scores(sample_explorer):
+def test_sample_explorer_shows_prompts_answers_and_exact_means(sample_explorer):
     html = sample_explorer.update(1.0)
-    assert html.count("<tr>") >= 6 + 2
-    assert "+" in html and "gold" in html and "SFT" in html
+    assert html.count("<tr") >= 6 + 3
+    assert "+" in html and "gold" in html and "SFT" in html and "all 100 prompts" in html
     a, b = sample_explorer.update(0.0), sample_explorer.update(2.0)
     assert a != b
+    sft, same = (sample_explorer.table[1.0, n] for n in sample_explorer.names)
+    assert sft["gold"] == pytest.approx(same["gold"])                  # the same model, exactly
+    greedy, hot = sample_explorer.table[0.0, "SFT"], sample_explorer.table[2.0, "SFT"]
+    assert greedy["malformed"] < hot["malformed"]                      # greedy hides the blanks
     times = [cpu_ms(sample_explorer.update, t) for t in sample_explorer.temperatures]
     assert np.median(times) < SLIDER_BUDGET_MS, times
 
 
+def test_sample_explorer_matches_sampling(sample_explorer):
+    """The exact mean gold at T = 1 is what sampling the SFT model estimates."""
+    from course_utils.labeler import gold_score
+    from course_utils.tinylm import sample
+    from course_utils.response_tree import ALL_PROMPTS
+
+    out = sample(load_sft(), ALL_PROMPTS * 40, generator=torch.Generator().manual_seed(0))
+    assert gold_score(out).mean().item() == pytest.approx(sample_explorer.table[1.0, "SFT"]["gold"], abs=0.03)
+
+
 def test_sample_explorer_is_deterministic(sample_explorer):
-    sft = load_sft()
-    again = views.SampleExplorer({"SFT": sft, "also SFT": sft}, sample_explorer_rm(), 0.4, n_show=6, n_stats=128)
-    assert again.update(1.0) == sample_explorer.update(1.0)
-    random.seed(123)
     torch.manual_seed(123)                                         # global RNGs do not matter
-    assert views.SampleExplorer({"SFT": sft, "also SFT": sft}, sample_explorer_rm(), 0.4, n_show=6,
-                                n_stats=128).update(1.0) == again.update(1.0)
+    again = views.SampleExplorer(cache_of(lambda cfg: fake_history()), {"also SFT": Cfg()}, n_show=6)
+    assert again.update(1.0) == sample_explorer.update(1.0)
 
 
-def sample_explorer_rm():
-    rm = DigitRM()
-    with torch.no_grad():
-        rm.w.fill_(0.3)
-    return rm
+def test_lab12_views_do_nothing_while_grading(monkeypatch, capsys):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    runs = RunCache(load_sft())
+    runs.use(lambda *args: pytest.fail("trained while grading"))
+    for view in (views.LabelerExamples(runs.sft), views.RewardModelFit(runs, None, None, None),
+                 views.RewardOffset(runs), views.TrainingCurves(runs, {"b": Cfg()}), views.CurveExplorer(runs, Cfg()),
+                 views.OverOptimization(runs, Cfg()), views.SampleExplorer(runs, {"b": Cfg()}),
+                 views.OptimumComparison(runs, Cfg()), views.OptimumSlider(runs)):
+        assert view.show() is None and not view._prepared
+    assert capsys.readouterr().out == ""

@@ -1,41 +1,47 @@
-"""Plots and sliders of Lab 12: the reward model's fit, PPO curves, the over-optimization curve,
-and samples by temperature.
+"""Plots and sliders of Lab 12: the labeler's rankings, the reward model's fit, PPO curves, the
+over-optimization curve, and answers by temperature.
 
-Nothing here trains anything by itself: the runs come from the lab's own ``train_rlhf``, which
-``RunCache`` calls once per configuration and remembers. The sliders only re-draw cached numbers,
-so each ``update`` is fast enough to follow a slider (a benchmark times them directly):
+Every view follows the protocol of ``views.base`` (the constructor keeps its arguments; ``show()``
+does the work and displays it, nothing while nbgrader grades). Nothing here trains anything by
+itself: the reward model and the runs come from the lab's own ``train_reward_model`` and
+``train_rlhf`` through a ``runs.RunCache``, which trains each configuration once; sliders only
+re-draw cached numbers, fast enough to follow the mouse (a benchmark times them):
 
-    explorer = CurveExplorer(sweep, load_reference_curves())
+    with needs("Tasks 3, 4 and 5 (kl_penalized_rewards, gae_per_token, ppo_rlhf_loss)"):
+        views.CurveExplorer(runs, RLHFConfig()).show()          # a sweep over SWEEP_BETAS, a slider
+
+    explorer = CurveExplorer(runs, RLHFConfig()).prepare()
     explorer.update(0.1)            # -> PNG bytes of the six panels for beta = 0.1
-    explorer.widget()               # the slider and its plot, for the notebook
 """
 
-import dataclasses
 import json
+import random
 from pathlib import Path
 
 import numpy as np
 import torch
-from matplotlib.backends.backend_agg import FigureCanvasAgg
+import torch.nn.functional as F
 from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullLocator
 
-from course_utils.runtime import grading, progress
-from course_utils.views.base import PngFigure, canvas_png
-from course_utils.labeler import gold_score
-from course_utils.reward_model import digit_counts
-from course_utils.tinylm import decode_prompts, decode_responses, make_batch, sample
+from course_utils.labeler import ranked_data
+from course_utils.response_tree import FEATURES, ResponseTree, complete_only, response_probs
+from course_utils.runs import METRICS, SWEEP_BETAS, RunCache
+from course_utils.runtime import progress
+from course_utils.tinylm import decode_responses, make_batch, sample
+from course_utils.views.base import FastFigure, PngFigure, View, show_slider
+from course_utils.views.optimum import OptimumComparison, OptimumSlider
 
 REFERENCE_PATH = Path(__file__).resolve().parents[1] / "data" / "lab12_reference_curves.json"
 
-# what train_rlhf logs, as the panels show it: (key, title, y-limits or None for automatic)
-METRICS = [
-    ("rm", "RM score (the proxy)", None),
-    ("gold", "gold score (the labeler)", (-1.05, 1.05)),
-    ("kl", "KL to the SFT model (nats)", None),
-    ("acc", "accuracy (sampled)", (-0.02, 1.02)),
-    ("malformed", "malformed fraction", (-0.02, 1.02)),
-    ("digits", "digits per response", (0.9, 4.1)),
-]
+# how the panels show each of METRICS: (title, y-limits or None for automatic)
+PANELS = {
+    "rm": ("RM score (the proxy)", None),
+    "gold": ("gold score (the labeler)", (-1.05, 1.05)),
+    "kl": ("KL to the SFT model (nats)", None),
+    "acc": ("accuracy (sampled)", (-0.02, 1.02)),
+    "malformed": ("malformed fraction", (-0.02, 1.02)),
+    "digits": ("digits per response", (0.9, 4.1)),
+}
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
 
 
@@ -48,7 +54,79 @@ def smooth(values, window=5):
     return (c[i + 1] - c[start]) / (i + 1 - start)
 
 
-# ----------------------------------------------------------------------------- Part A: the reward model
+def last_third(hist, key):
+    """Mean of ``hist[key]`` over the last third of the iterations: where a run has settled."""
+    values = hist[key][-(len(hist[key]) // 3 or 1):]
+    return sum(values) / len(values)
+
+
+def run_summary(label, hist):
+    """One line: gold and accuracy from the first iteration to the last third, and the KL there."""
+    return (f"{label}: gold {hist['gold'][0]:+.2f} -> {last_third(hist, 'gold'):+.2f}, "
+            f"accuracy {hist['acc'][0]:.2f} -> {last_third(hist, 'acc'):.2f}, "
+            f"KL {last_third(hist, 'kl'):.2f} (last third of the iterations)")
+
+
+# ----------------------------------------------------------------------------- Part A: the labeler, the reward model
+class LabelerExamples(View):
+    """A few prompts with K sampled answers each, their gold scores and the labeler's ranking."""
+
+    def __init__(self, sft_model, n_prompts=3, k=4, seed=7):
+        self.sft, self.n_prompts, self.k, self.seed = sft_model, n_prompts, k, seed
+
+    def _prepare(self):
+        self.data = ranked_data(self.sft, self.n_prompts, k=self.k, seed=self.seed)
+
+    def display(self):
+        for d in self.data:
+            answers = [a or "(blank)" for a in decode_responses(d["out"])]
+            print(f"{d['prompt']}  responses {answers}  gold {d['gold'].tolist()}  "
+                  f"ranking (best first) {d['ranking']}")
+
+
+class RewardModelFit(View):
+    """Fit the reward model with the lab's ``train_reward_model`` (into ``runs``) and judge it on
+    held-out rankings: accuracy on the labeler's noisy pairs against the noise ceiling (the lab's
+    ``rm_accuracy``), agreement with the noise-free gold order, and the learned digit weights."""
+
+    def __init__(self, runs, train_reward_model, rm_accuracy, comparisons, held_out_seed=1):
+        self.runs, self.train_reward_model = runs, train_reward_model
+        self.rm_accuracy, self.comparisons, self.held_out_seed = rm_accuracy, comparisons, held_out_seed
+
+    def _prepare(self):
+        rm = self.runs.fit_reward_model(self.train_reward_model)
+        held_out = ranked_data(self.runs.sft, 2000, k=4, seed=self.held_out_seed)
+        self.acc, self.ceiling = self.rm_accuracy(rm, held_out)
+        with torch.no_grad():
+            cw, cl, gw, gl = self.comparisons(held_out)
+            margin = rm(cw) - rm(cl)
+        decided = gw != gl                                          # pairs with a gold winner
+        right = (margin * (gw - gl) > 0).float() + 0.5 * (margin == 0).float()
+        self.agreement, self.decided = right[decided].mean().item(), decided.float().mean().item()
+        self.weights = rm.w.detach().clone()
+
+    def display(self):
+        from IPython.display import display
+
+        print(f"held-out accuracy {self.acc:.3f}   noise ceiling {self.ceiling:.3f}   agreement with the "
+              f"gold order {self.agreement:.3f} ({self.decided:.0%} of the pairs)")
+        print("weights w per digit 0..9:", [round(x, 2) for x in self.weights.tolist()])
+        display(plot_rm_fit(self.acc, self.ceiling, self.agreement, self.weights))
+
+
+class RewardOffset(View):
+    """The RM offset of ``runs``: the mean score of SFT samples, subtracted from every score."""
+
+    def __init__(self, runs):
+        self.runs = runs
+
+    def _prepare(self):
+        _, self.rm_offset = self.runs.reward()
+
+    def display(self):
+        print(f"rm_offset = mean RM score of 2000 SFT samples = {self.rm_offset:.3f}")
+
+
 def plot_rm_fit(acc, ceiling, agreement, weights):
     """The reward model against its limits: held-out accuracy on the labeler's (noisy) pairs next
     to the noise ceiling, agreement with the noise-free gold order, and the learned digit weights."""
@@ -74,42 +152,42 @@ def plot_rm_fit(acc, ceiling, agreement, weights):
 
 
 # ----------------------------------------------------------------------------- Part B: PPO runs
-class RunCache:
-    """Runs ``train_fn(sft, rm, rm_offset, cfg)`` once per configuration and remembers the result.
+class TrainingCurves(View):
+    """Experiments 1 to 4: PPO runs side by side, {label: RLHFConfig}, trained once by ``runs``.
 
-    ``run(cfg)`` -> (policy, history); ``sweep(base_cfg, betas)`` -> {beta: history}, with a
-    progress bar over the runs. Re-create the cache (or call ``clear()``) after changing your code.
-    While there is no reward model yet (``rm`` is None), both raise NotImplementedError, which the
-    notebook's ``needs(...)`` turns into "Finish Task N first".
+    Shows the six panels of METRICS, then one summary line per run (``run_summary``); for a run with
+    an adaptive KL controller (``target_kl``) also the controller's KL and beta; with ``answers_to``
+    (prompts), what the first run's policy answers them.
     """
 
-    def __init__(self, train_fn, sft_model, rm, rm_offset):
-        self.train_fn, self.sft, self.rm, self.rm_offset = train_fn, sft_model, rm, rm_offset
-        self.runs = {}
+    def __init__(self, runs, configs, title=None, answers_to=None):
+        self.runs, self.configs, self.title, self.answers_to = runs, dict(configs), title, answers_to
 
-    @staticmethod
-    def key(cfg):
-        return tuple(sorted(dataclasses.asdict(cfg).items()))
+    def _prepare(self):
+        self.results = {label: self.runs.run(cfg) for label, cfg in self.configs.items()}
+        self.histories = {label: hist for label, (_, hist) in self.results.items()}
+        self.targets = {label: cfg.target_kl for label, cfg in self.configs.items() if cfg.target_kl is not None}
+        self.answers = {}
+        if self.answers_to:
+            policy = next(iter(self.results.values()))[0]
+            out = sample(policy, list(self.answers_to), generator=torch.Generator().manual_seed(0))
+            self.answers = dict(zip(self.answers_to, decode_responses(out)))
 
-    def _check(self):
-        if self.rm is None:
-            raise NotImplementedError("no reward model yet: Part A (Tasks 1 and 2) is unfinished")
+    def display(self):
+        from IPython.display import display
 
-    def run(self, cfg):
-        self._check()
-        k = self.key(cfg)
-        if k not in self.runs:
-            self.runs[k] = self.train_fn(self.sft, self.rm, self.rm_offset, cfg)
-        return self.runs[k]
-
-    def sweep(self, base_cfg, betas):
-        self._check()
-        todo = [b for b in betas if self.key(dataclasses.replace(base_cfg, beta=b)) not in self.runs]
-        bar = progress(betas, desc=f"{len(todo)} new PPO runs", leave=True)
-        return {b: self.run(dataclasses.replace(base_cfg, beta=b))[1] for b in bar}
-
-    def clear(self):
-        self.runs.clear()
+        target = next(iter(self.targets.values()), None)
+        for label, target_kl in self.targets.items():
+            display(plot_controller(self.histories[label], target_kl))
+        display(plot_curves(self.histories, title=self.title, target_kl=target))
+        for label, hist in self.histories.items():
+            print(run_summary(label, hist))
+        for label, target_kl in self.targets.items():
+            hist = self.histories[label]
+            print(f"{label}: KL over the last third {last_third(hist, 'kl'):.2f} (target {target_kl:g}); "
+                  f"beta {hist['beta'][0]:.3f} -> {hist['beta'][-1]:.3f}")
+        if self.answers:
+            print(f"{next(iter(self.results))}, after training:", self.answers)
 
 
 def _label(beta):
@@ -127,31 +205,32 @@ def _kl_log_scale(ax, top):
 
 
 def plot_curves(runs, title=None, target_kl=None, window=5):
-    """The six panels of PPO training: {label: history} drawn over iterations (light: raw,
+    """The six panels of PPO training (METRICS): {label: history} drawn over iterations (light: raw,
     dark: a moving average of ``window`` iterations). ``target_kl`` draws the controller's target."""
     fig = PngFigure(figsize=(12, 5.6), layout="constrained")
     axes = fig.subplots(2, 3, sharex=True).ravel()
     for i, (label, hist) in enumerate(runs.items()):
         color = COLORS[i % len(COLORS)]
         x = np.arange(len(hist["rm"]))
-        for ax, (key, name, ylim) in zip(axes, METRICS):
+        for ax, key in zip(axes, METRICS):
             ax.plot(x, hist[key], color=color, alpha=0.25, lw=0.8)
             ax.plot(x, smooth(hist[key], window), color=color, lw=1.8, label=label)
-    for ax, (key, name, ylim) in zip(axes, METRICS):
-        ax.set_title(name, fontsize=10)
+    for ax, key in zip(axes, METRICS):
+        title, ylim = PANELS[key]
+        ax.set_title(title, fontsize=10)
         if ylim:
             ax.set_ylim(*ylim)
         ax.grid(alpha=0.3)
+    kl_ax = axes[METRICS.index("kl")]
     top = max(max(h["kl"]) for h in runs.values())
     if top > 5:
-        _kl_log_scale(axes[2], top)
+        _kl_log_scale(kl_ax, top)
     if target_kl is not None:
-        axes[2].axhline(target_kl, color="black", ls="--", lw=1, label=f"target {target_kl:g}")
+        kl_ax.axhline(target_kl, color="black", ls="--", lw=1, label=f"target {target_kl:g}")
+        kl_ax.legend(fontsize=8)
     for ax in axes[3:]:
         ax.set_xlabel("PPO iteration")
-    axes[1].legend(fontsize=8, loc="lower left")
-    if target_kl is not None:
-        axes[2].legend(fontsize=8)
+    axes[METRICS.index("gold")].legend(fontsize=8, loc="lower left")
     if title:
         fig.suptitle(title)
     return fig
@@ -197,6 +276,21 @@ def plot_overoptimization(sweep, window=5):
     return fig
 
 
+class OverOptimization(View):
+    """Experiment 6: gold and RM score against sqrt(KL) over every iteration of the sweep."""
+
+    def __init__(self, runs, base_cfg, betas=SWEEP_BETAS):
+        self.runs, self.base_cfg, self.betas = runs, base_cfg, betas
+
+    def _prepare(self):
+        self.sweep = {b: hist for b, (_, hist) in self.runs.sweep(self.base_cfg, self.betas).items()}
+
+    def display(self):
+        from IPython.display import display
+
+        display(plot_overoptimization(self.sweep))
+
+
 # ----------------------------------------------------------------------------- reference curves
 def load_reference_curves(path=REFERENCE_PATH):
     """The course's reference sweep (data only): {"meta": {...}, "runs": {beta: [history per seed]}}
@@ -208,33 +302,40 @@ def load_reference_curves(path=REFERENCE_PATH):
     return {"meta": raw["meta"], "runs": {float(b): runs for b, runs in raw["runs"].items()}}
 
 
-class CurveExplorer:
-    """A beta slider over a sweep {beta: history}: your run (solid) and the reference runs
-    (dashed: the same seed; dotted: other seeds) in the six panels. ``update(beta)`` re-draws the
-    cached curves and returns the PNG bytes.
+class CurveExplorer(View):
+    """Experiment 5: a beta slider over the sweep (SWEEP_BETAS): your run (solid) and the reference
+    runs (dashed: the same seed; dotted: other seeds) in the six panels. ``update(beta)`` re-draws
+    the cached curves and returns the PNG bytes.
 
-    Axes, ticks and labels are drawn once; an update only draws the curves onto a copy of that
-    background (blitting), which keeps it well under the 150 ms a slider may take.
+    Axes, ticks and labels are drawn once (FastFigure); an update only draws the curves, which
+    keeps it well under the 150 ms a slider may take.
     """
 
-    def __init__(self, sweep, reference=None, window=5, dpi=75):
-        self.sweep = dict(sorted(sweep.items()))
+    def __init__(self, runs, base_cfg, betas=SWEEP_BETAS, reference=REFERENCE_PATH, window=5, dpi=75):
+        self.runs, self.base_cfg, self.betas = runs, base_cfg, betas
+        self.reference, self.window, self.dpi = reference, window, dpi
+
+    def _prepare(self):
+        self.sweep = {b: hist for b, (_, hist) in sorted(self.runs.sweep(self.base_cfg, self.betas).items())}
+        reference = load_reference_curves(self.reference) if self.reference is not None else None
         self.ref = (reference or {}).get("runs", {})
-        self.window = window
-        self.fig = PngFigure(figsize=(12, 5.2), dpi=dpi, layout="constrained")
-        self.canvas = FigureCanvasAgg(self.fig)
+        self._build()
+
+    def _build(self):
+        self.fig = PngFigure(figsize=(12, 5.2), dpi=self.dpi, layout="constrained")
         axes = self.fig.subplots(2, 3, sharex=True).ravel()
         n_ref = max((len(v) for v in self.ref.values()), default=0)
         n_iters = max(len(h["rm"]) for h in self.sweep.values())
         self.lines = []
-        for ax, (key, name, ylim) in zip(axes, METRICS):
+        for ax, key in zip(axes, METRICS):
             refs = [ax.plot([], [], color="#555555", lw=1.4 if j == 0 else 0.8, ls="--" if j == 0 else ":",
                             label=["reference (same seed)", "reference (other seeds)"][j] if j < 2 else None)[0]
                     for j in range(n_ref)]
             raw = ax.plot([], [], color=COLORS[0], alpha=0.25, lw=0.8)[0]
             mine = ax.plot([], [], color=COLORS[0], lw=2, label="your run")[0]
-            self.lines.append((ax, key, raw, mine, refs))
-            ax.set_title(name, fontsize=10)
+            self.lines.append((key, raw, mine, refs))
+            title, ylim = PANELS[key]
+            ax.set_title(title, fontsize=10)
             lo, hi = ylim or self._limits(key)
             if key == "kl" and hi > 5:
                 _kl_log_scale(ax, hi)
@@ -244,19 +345,10 @@ class CurveExplorer:
             ax.grid(alpha=0.3)
         for ax in axes[3:]:
             ax.set_xlabel("PPO iteration")
-        axes[1].legend(fontsize=8, loc="lower left")
+        axes[METRICS.index("gold")].legend(fontsize=8, loc="lower left")
         self.title = self.fig.suptitle(self._title(next(iter(self.sweep))))
-        self.canvas.draw()                                 # lays the figure out, title included
-        self.fig.set_layout_engine("none")                 # ... and keeps that layout
-        # the static parts, drawn once, are the background every update starts from
-        artists = [self.title] + [a for *_, raw, mine, refs in self.lines for a in (raw, mine, *refs)]
-        for a in artists:
-            a.set_visible(False)
-        self.canvas.draw()
-        self.background = self.canvas.copy_from_bbox(self.fig.bbox)
-        for a in artists:
-            a.set_visible(True)
-        self._slider = self._out = None
+        moving = [self.title] + [a for _, raw, mine, refs in self.lines for a in (raw, mine, *refs)]
+        self.frame = FastFigure(self.fig, moving)
 
     def _limits(self, key):
         vals = [v for h in self.sweep.values() for v in h[key]]
@@ -267,9 +359,8 @@ class CurveExplorer:
 
     def _title(self, beta):
         hist = self.sweep[beta]
-        last = slice(-len(hist["gold"]) // 3, None)
-        return (f"{_label(beta)}:  last third  gold {np.mean(hist['gold'][last]):+.2f}, "
-                f"RM {np.mean(hist['rm'][last]):+.2f}, KL {np.mean(hist['kl'][last]):.2f}")
+        return (f"{_label(beta)}:  last third  gold {last_third(hist, 'gold'):+.2f}, "
+                f"RM {last_third(hist, 'rm'):+.2f}, KL {last_third(hist, 'kl'):.2f}")
 
     def _references(self, beta):
         close = [b for b in self.ref if abs(b - beta) < 1e-9]
@@ -277,70 +368,76 @@ class CurveExplorer:
 
     def update(self, beta):
         """Re-draw the panels for ``beta`` (one of the sweep's); returns the PNG bytes."""
+        self.prepare()
         hist = self.sweep[beta]
         refs = self._references(beta)
         x = np.arange(len(hist["rm"]))
-        self.canvas.restore_region(self.background)
-        for ax, key, raw, mine, ref_lines in self.lines:
+        for key, raw, mine, ref_lines in self.lines:
             raw.set_data(x, hist[key])
             mine.set_data(x, smooth(hist[key], self.window))
-            for j, line in enumerate(ref_lines):
+            for j, line in enumerate(ref_lines):          # drawn after your run: visible if equal
                 y = smooth(refs[j][key], self.window) if j < len(refs) else []
                 line.set_data(np.arange(len(y)), y)
-            for line in (raw, mine, *ref_lines):           # the reference on top: visible if equal
-                ax.draw_artist(line)
         self.title.set_text(self._title(beta))
-        self.fig.draw_artist(self.title)
-        png = canvas_png(self.canvas)
-        if self._out is not None:
-            from IPython.display import Image, display
-            with self._out:
-                self._out.clear_output(wait=True)
-                display(Image(png))
-        return png
+        return self.frame.png()
 
-    def widget(self, beta=None):
-        """The slider and its plot (an ipywidgets VBox)."""
+    def caption(self):
+        return ""
+
+    def display(self):
+        """The slider (one stop per beta of the sweep, starting in the middle) and its plot."""
         import ipywidgets as widgets
+
         betas = list(self.sweep)
-        start = beta if beta in self.sweep else betas[len(betas) // 2]
-        self._slider = widgets.SelectionSlider(options=[(f"{b:g}", b) for b in betas], value=start,
-                                               description="beta", continuous_update=True,
-                                               layout=widgets.Layout(width="420px"))
-        self._out = widgets.Output()
-        self._slider.observe(lambda change: self.update(change["new"]), names="value")
-        self.update(start)
-        return widgets.VBox([self._slider, self._out])
+        slider = widgets.SelectionSlider(options=[(f"{b:g}", b) for b in betas], value=betas[len(betas) // 2],
+                                         description="beta", continuous_update=True,
+                                         layout=widgets.Layout(width="420px"))
+        self.widget = show_slider(self, slider, "beta")
 
 
-# ----------------------------------------------------------------------------- samples by temperature
-class SampleExplorer:
-    """A temperature slider: the same prompts answered by several policies, with the labeler's
-    gold score and the RM's score of each answer, and averages over ``n_stats`` prompts.
+# ----------------------------------------------------------------------------- answers by temperature
+class SampleExplorer(View):
+    """Experiment 7: a temperature slider over the SFT model and trained policies (a configuration of
+    ``runs`` each): one sampled answer to each of a few prompts, with its gold score and RM score,
+    and the exact averages over every response to all 100 prompts.
 
-    All samples are drawn once, at construction (seeded); ``update(t)`` only formats them.
+    Exact: each policy is enumerated on the response tree (``response_tree``) once; at temperature
+    T its next-token distribution is softmax(log pi / T) in every state (greedy at T = 0), so a new
+    temperature costs no forward pass. Answers are drawn from those distributions (seeded).
     """
 
-    def __init__(self, models, rm, rm_offset, temperatures=(0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0),
-                 n_show=10, n_stats=512, seed=0):
-        import random
-        self.models, self.temperatures = dict(models), list(temperatures)
-        prompts, _ = make_batch(n_stats, random.Random(seed))
-        self.table = {}
-        with torch.no_grad():
+    temperatures = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+
+    def __init__(self, runs, configs, n_show=10, seed=0):
+        self.runs, self.configs, self.n_show, self.seed = runs, dict(configs), n_show, seed
+
+    def _prepare(self):
+        rm, rm_offset = self.runs.reward()
+        models = {"SFT": self.runs.sft, **{label: self.runs.run(cfg)[0] for label, cfg in self.configs.items()}}
+        tree = ResponseTree.build()
+        texts = tree.answers()                                                  # N strings
+        reward = complete_only(tree.rm_rewards(rm, rm_offset))                 # (P, N)
+        values = torch.cat([reward[..., None], complete_only(tree.features)], dim=-1)   # (P, N, 5)
+        self.columns = ("rm",) + FEATURES
+        shown, _ = make_batch(self.n_show, random.Random(self.seed))
+        rows = torch.tensor([tree.prompts.index(p) for p in shown])
+        self.prompts, self.table = shown, {}
+        for name, model in models.items():
+            logp = tree.logprobs(model)
             for t in self.temperatures:
-                for name, model in self.models.items():
-                    out = sample(model, prompts, temperature=t, generator=torch.Generator().manual_seed(seed))
-                    gold = gold_score(out)
-                    score = rm(digit_counts(out)) - rm_offset
-                    self.table[t, name] = {
-                        "prompts": decode_prompts(out)[:n_show], "resp": decode_responses(out)[:n_show],
-                        "gold": gold[:n_show].tolist(), "rm": score[:n_show].tolist(),
-                        "mean_gold": gold.mean().item(), "mean_rm": score.mean().item(),
-                        "malformed": (gold < 0).float().mean().item(),
-                        "acc": (gold > 0).float().mean().item()}
-        self.n_show, self.n_stats = n_show, n_stats
-        self._slider = self._html = None
+                if t == 0:                                                      # greedy: all mass on the argmax
+                    tempered = [F.one_hot(lp.argmax(-1), lp.shape[-1]).double().log() for lp in logp]
+                else:
+                    tempered = [torch.log_softmax(lp / t, dim=-1) for lp in logp]
+                probs = complete_only(response_probs(tempered))                  # (P, N), rows sum to 1
+                means = probs[:, None].bmm(values)[:, 0].mean(0)                     # (5,) over prompts
+                gen = torch.Generator().manual_seed(self.seed)
+                picks = torch.multinomial(probs[rows].float(), 1, generator=gen)[:, 0]
+                self.table[t, name] = {
+                    "resp": [texts[n] for n in picks.tolist()],
+                    "answer_gold": values[rows, picks, 1].tolist(), "answer_rm": values[rows, picks, 0].tolist(),
+                    **{c: float(v) for c, v in zip(self.columns, means)}}
+        self.names = list(models)
 
     @staticmethod
     def _cell(resp, gold, score):
@@ -350,41 +447,36 @@ class SampleExplorer:
                 f"<td style='color:#555;padding:1px 12px 1px 4px'>{gold:+.0f} / {score:+.2f}</td>")
 
     def update(self, temperature):
-        """The HTML table for ``temperature`` (one of the precomputed ones)."""
-        names = list(self.models)
-        head = "".join(f"<th colspan=2>{n}</th>" for n in names)
-        rows = []
-        for i in range(self.n_show):
-            first = self.table[temperature, names[0]]
-            cells = "".join(self._cell(self.table[temperature, n]["resp"][i], self.table[temperature, n]["gold"][i],
-                                       self.table[temperature, n]["rm"][i]) for n in names)
-            rows.append(f"<tr><td style='font-family:monospace;padding:1px 8px'>{first['prompts'][i]}</td>{cells}</tr>")
-        summary = "".join(
-            f"<td colspan=2>gold {self.table[temperature, n]['mean_gold']:+.2f}, RM {self.table[temperature, n]['mean_rm']:+.2f}"
-            f"<br>correct {self.table[temperature, n]['acc']:.0%}, malformed {self.table[temperature, n]['malformed']:.0%}</td>"
-            for n in names)
-        html = (f"<table style='border-collapse:collapse'><tr><th>prompt</th>{head}</tr>"
-                f"<tr><td></td>{'<td><i>answer</i></td><td><i>gold / RM</i></td>' * len(names)}</tr>"
+        """The HTML table for ``temperature`` (one of ``temperatures``)."""
+        self.prepare()
+        cols = [self.table[temperature, n] for n in self.names]
+        head = "".join(f"<th colspan=2>{n}</th>" for n in self.names)
+        rows = [f"<tr><td style='font-family:monospace;padding:1px 8px'>{p}</td>"
+                + "".join(self._cell(c["resp"][i], c["answer_gold"][i], c["answer_rm"][i]) for c in cols) + "</tr>"
+                for i, p in enumerate(self.prompts)]
+        summary = "".join(f"<td colspan=2>gold {c['gold']:+.2f}, RM {c['rm']:+.2f}"
+                          f"<br>correct {c['acc']:.0%}, malformed {c['malformed']:.0%}</td>" for c in cols)
+        return (f"<table style='border-collapse:collapse'><tr><th>prompt</th>{head}</tr>"
+                f"<tr><td></td>{'<td><i>answer</i></td><td><i>gold / RM</i></td>' * len(cols)}</tr>"
                 + "".join(rows)
-                + f"<tr style='border-top:1px solid #999'><td>mean of {self.n_stats}</td>{summary}</tr></table>")
-        if self._html is not None:
-            self._html.value = html
-        return html
+                + f"<tr style='border-top:1px solid #999'><td>exact mean,<br>all 100 prompts</td>{summary}</tr>"
+                + "</table>")
 
-    def widget(self, temperature=1.0):
-        """The slider and its table (an ipywidgets VBox)."""
+    def caption(self):
+        return ""
+
+    def display(self):
+        """The slider (temperature, starting at 1) and the table."""
         import ipywidgets as widgets
-        start = temperature if temperature in self.temperatures else self.temperatures[0]
-        self._slider = widgets.SelectionSlider(options=[(f"{t:g}", t) for t in self.temperatures], value=start,
-                                               description="temperature", continuous_update=True,
-                                               style={"description_width": "initial"},
-                                               layout=widgets.Layout(width="420px"))
-        self._html = widgets.HTML()
-        self._slider.observe(lambda change: self.update(change["new"]), names="value")
-        self.update(start)
-        return widgets.VBox([self._slider, self._html])
+
+        slider = widgets.SelectionSlider(options=[(f"{t:g}", t) for t in self.temperatures], value=1.0,
+                                         description="temperature", continuous_update=True,
+                                         style={"description_width": "initial"},
+                                         layout=widgets.Layout(width="420px"))
+        self.widget = show_slider(self, slider, "temperature")
 
 
-__all__ = ["METRICS", "grading", "progress", "smooth", "plot_rm_fit", "RunCache", "plot_curves",
-           "plot_controller", "plot_overoptimization", "load_reference_curves", "CurveExplorer",
-           "SampleExplorer"]
+__all__ = ["METRICS", "PANELS", "SWEEP_BETAS", "RunCache", "progress", "smooth", "last_third",
+           "run_summary", "plot_rm_fit", "plot_curves", "plot_controller", "plot_overoptimization",
+           "load_reference_curves", "LabelerExamples", "RewardModelFit", "RewardOffset", "TrainingCurves",
+           "CurveExplorer", "OverOptimization", "SampleExplorer", "OptimumComparison", "OptimumSlider"]

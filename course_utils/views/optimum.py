@@ -1,11 +1,12 @@
-"""Plots of Lab 12's exact optimum: what PPO found against what it was chasing.
+"""Views of Lab 12's exact optimum (Experiment 8): what PPO found against what it was chasing.
 
+    views.OptimumComparison(runs, RLHFConfig()).show()  # PPO's sweep against pi* at each beta
+    views.OptimumSlider(runs).show()                    # a beta slider over the exact optimum
     rows = compare_sweep(sweep, sft, rm, rm_offset)     # sweep: {beta: trained policy}
     print_sweep(rows); fig = plot_sweep(rows)
-    view = OptimumSlider(sft, rm, rm_offset)            # a beta slider over the exact optimum
-    view.widget()                                       # in a notebook; view.update(beta) re-plots
 
-Everything is exact: each policy is enumerated over every response (course_utils.response_tree), no sampling.
+Everything is exact: each policy is enumerated over every response (course_utils.response_tree), no
+sampling. The views follow the protocol of ``views.base`` and take a ``runs.RunCache``.
 """
 
 import math
@@ -13,11 +14,11 @@ import math
 import numpy as np
 import torch
 from matplotlib.figure import Figure
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from course_utils.response_tree import (FEATURES, TERMINAL, ResponseTree, complete_only, exact_optimum, path_logprobs,
-                                policy_stats)
-from course_utils.views.base import PngFigure, canvas_png
+from course_utils.response_tree import (FEATURES, ResponseTree, complete_only, exact_optimum, path_logprobs,
+                                        policy_stats)
+from course_utils.runs import SWEEP_BETAS
+from course_utils.views.base import FastFigure, PngFigure, View, show_slider
 
 BETA_ZERO = 1e-3    # beta = 0 (no KL penalty) is shown at this beta: its optimum is the RM's argmax
 
@@ -103,7 +104,26 @@ def plot_sweep(rows):
     return fig
 
 
-class OptimumSlider:
+class OptimumComparison(View):
+    """PPO's policies of the sweep (a configuration of ``runs`` per beta) against the exact optimum
+    at the same beta: the table of ``print_sweep`` and the panels of ``plot_sweep``."""
+
+    def __init__(self, runs, base_cfg, betas=SWEEP_BETAS):
+        self.runs, self.base_cfg, self.betas = runs, base_cfg, betas
+
+    def _prepare(self):
+        rm, rm_offset = self.runs.reward()
+        policies = {b: policy for b, (policy, _) in self.runs.sweep(self.base_cfg, self.betas).items()}
+        self.rows = compare_sweep(policies, self.runs.sft, rm, rm_offset)
+
+    def display(self):
+        from IPython.display import display
+
+        print_sweep(self.rows)
+        display(plot_sweep(self.rows))
+
+
+class OptimumSlider(View):
     """The exact optimum's gold score, RM score and KL as beta moves, and its top responses to one prompt.
 
     The tree, the reference's sequence log-probs, the rewards and the labeler's features of every
@@ -112,25 +132,26 @@ class OptimumSlider:
     and a redraw of the moving parts only. ``update(beta)`` takes a few tens of ms.
     """
 
-    def __init__(self, sft_model, rm, rm_offset, betas=None, prompt="7+5=", tree=None):
-        self.tree = tree or ResponseTree.build()
-        ref = self.tree.logprobs(sft_model)
+    def __init__(self, runs, betas=None, prompt="7+5=", prompts=None):
+        self.runs, self.prompt, self.prompts = runs, prompt, prompts      # prompts: the tree's (all 100)
+        self.betas = np.geomspace(1e-3, 10, 41) if betas is None else np.asarray(betas, dtype=float)
+
+    def _prepare(self):
+        rm, rm_offset = self.runs.reward()
+        self.tree = ResponseTree.build(self.prompts)
+        ref = self.tree.logprobs(self.runs.sft)
         # sequence-level arrays over the N = 22621 complete responses, float32 (a slider needs speed)
         self.seq_ref = complete_only(path_logprobs(ref)).float()                       # (P, N)
         self.seq_rewards = complete_only(self.tree.rm_rewards(rm, rm_offset)).float()   # (P, N)
         self.columns = ("reward",) + FEATURES
         self.seq_values = torch.cat([self.seq_rewards[..., None], complete_only(self.tree.features).float()],
                                     dim=-1).transpose(1, 2).contiguous()                 # (P, 5, N)
-        self.texts = [self.tree.response_text(d, s, a) for d, t in enumerate(TERMINAL)
-                      for s in range(12 ** d) for a in t.nonzero().flatten().tolist()]
-        self.prompt, self.p = prompt, self.tree.prompts.index(prompt)
-        self.betas = np.geomspace(1e-3, 10, 41) if betas is None else np.asarray(betas, dtype=float)
+        self.texts = self.tree.answers()                                                 # N strings
+        self.p = self.tree.prompts.index(self.prompt)
         stats = [self.stats(b) for b in self.betas]
         self.curves = {k: np.array([s[k] for s in stats]) for k in stats[0]}
         self.sft = self.stats(math.inf)
-        self.output = None
         self._build_figure()
-        self.update(0.1)                        # the first draw of the moving parts warms font caches
 
     def stats(self, beta):
         """Exact E[r], KL(pi* || pi_ref), gold, acc, malformed, digits of the optimum at beta (floats).
@@ -152,7 +173,6 @@ class OptimumSlider:
 
     def _build_figure(self):
         self.fig = Figure(figsize=(14, 3.8), dpi=80)
-        FigureCanvasAgg(self.fig)
         self.fig.subplots_adjust(left=0.04, right=0.99, bottom=0.15, top=0.8, wspace=0.3)
         axes = self.fig.subplots(1, 4, width_ratios=[1, 1, 1, 1.1])
         spec = [("gold", r"gold score of $\pi^*$", "tab:green"),
@@ -173,7 +193,7 @@ class OptimumSlider:
             ax.set_xlabel(r"$\beta$")
             ax.set_title(title, fontsize=10)
             ax.legend(fontsize=8, loc="best")
-            self.moving.append(ax.plot([], [], "o", color="k", ms=7, animated=True)[0])
+            self.moving.append(ax.plot([], [], "o", color="k", ms=7)[0])
         self.keys = [k for k, _, _ in spec]
         ax = self.bar_ax = axes[3]
         ax.set_xlim(0, 1.25)
@@ -181,16 +201,16 @@ class OptimumSlider:
         ax.set_yticks([])
         ax.set_xlabel("probability")
         ax.set_title(f"top responses of $\\pi^*$ to {self.prompt} (gray: $\\pi_{{ref}}$)", fontsize=10)
-        self.bars_opt = ax.barh(np.arange(6) - 0.2, np.zeros(6), 0.4, color="tab:green", animated=True)
-        self.bars_ref = ax.barh(np.arange(6) + 0.2, np.zeros(6), 0.4, color="gray", animated=True)
-        self.labels = [ax.text(0.02, i, "", va="center", fontsize=9, animated=True) for i in range(6)]
-        self.title = self.fig.text(0.5, 0.93, "", ha="center", fontsize=12, animated=True)
+        self.bars_opt = ax.barh(np.arange(6) - 0.2, np.zeros(6), 0.4, color="tab:green")
+        self.bars_ref = ax.barh(np.arange(6) + 0.2, np.zeros(6), 0.4, color="gray")
+        self.labels = [ax.text(0.02, i, "", va="center", fontsize=9) for i in range(6)]
+        self.title = self.fig.text(0.5, 0.93, "", ha="center", fontsize=12)
         self.moving += list(self.bars_opt) + list(self.bars_ref) + self.labels + [self.title]
-        self.fig.canvas.draw()
-        self.background = self.fig.canvas.copy_from_bbox(self.fig.bbox)
+        self.frame = FastFigure(self.fig, self.moving)
 
     def update(self, beta):
         """Solve at ``beta``, move the markers and bars, redraw them only; returns the PNG bytes."""
+        self.prepare()
         st = self.stats(beta)
         for marker, key in zip(self.moving, self.keys):
             marker.set_data([beta], [st[key]])
@@ -201,35 +221,26 @@ class OptimumSlider:
             self.bars_opt[i].set_width(prob)
             self.bars_ref[i].set_width(prob_ref)
             text = self.texts[n]
-            shown = ("(blank)" if text == "<eos>" else repr(text[:-5]) if text.endswith("<eos>")
-                     else repr(text) + " (no EOS)")
+            shown = ("(blank)" if not text else repr(text[:-1]) + " (no EOS)" if text.endswith("…")
+                     else repr(text))
             self.labels[i].set_text(shown)
             inside = max(prob, prob_ref) > 0.7                       # a long bar: write on it
             self.labels[i].set_position((0.02, i - 0.2) if inside else (max(prob, prob_ref) + 0.02, i))
             self.labels[i].set_color("white" if inside else "black")
         self.title.set_text(f"exact optimum at beta = {beta:.3g}:   gold {st['gold']:+.2f}   accuracy {st['acc']:.2f}"
                             f"   RM score {st['reward']:+.2f}   KL {st['kl']:.2f}   digits {st['digits']:.2f}")
-        canvas = self.fig.canvas
-        canvas.restore_region(self.background)
-        for artist in self.moving:
-            self.fig.draw_artist(artist)
-        png = canvas_png(canvas)
-        if self.output is not None:
-            from IPython.display import Image, display
-            with self.output:
-                self.output.clear_output(wait=True)
-                display(Image(png))
-        return png
+        return self.frame.png()
 
-    def widget(self, beta=0.1):
-        """A FloatLogSlider over beta (1e-3 .. 10) with the plot below it."""
-        import ipywidgets as W
-        self.output = W.Output()
-        slider = W.FloatLogSlider(value=beta, base=10, min=-3, max=1, step=0.05, description="beta",
-                                  continuous_update=False, readout_format=".3g")
-        slider.observe(lambda change: self.update(change["new"]), names="value")
-        self.update(beta)
-        return W.VBox([slider, self.output])
+    def caption(self):
+        return ""
+
+    def display(self):
+        """A log-scale beta slider (1e-3 .. 10, starting at 0.1) with the plot below it."""
+        import ipywidgets as widgets
+
+        slider = widgets.FloatLogSlider(value=0.1, base=10, min=-3, max=1, step=0.05, description="beta",
+                                        continuous_update=False, readout_format=".3g")
+        self.widget = show_slider(self, slider, "beta")
 
 
-__all__ = ["compare_sweep", "print_sweep", "plot_sweep", "OptimumSlider", "BETA_ZERO"]
+__all__ = ["compare_sweep", "print_sweep", "plot_sweep", "OptimumComparison", "OptimumSlider", "BETA_ZERO"]
