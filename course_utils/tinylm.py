@@ -192,6 +192,15 @@ def _check_model(model, who):
         raise TypeError(f"{who} runs a TinyLM, got {type(model).__name__}")
 
 
+def _genuine(model, who):
+    """A fresh TinyLM holding ``model``'s weights: the course's own forward pass, whatever class or
+    patched methods ``model`` brings (used where the package applies a temperature itself)."""
+    _check_model(model, who)
+    clean = TinyLM(model.tok.embedding_dim, model.blocks[0].n_heads, len(model.blocks))
+    clean.load_state_dict(model.state_dict())
+    return clean.eval()
+
+
 @torch.no_grad()
 def sample(model, prompts, max_new=MAX_NEW, generator=None):
     """Sample one response per prompt from the model (never BOS or PAD; PAD only after EOS).
@@ -237,8 +246,9 @@ def sequence_logprobs(model, out):
     _check_model(model, "sequence_logprobs")
     ids, L, mask = out["ids"], out["prompt_len"], out["mask"]
     logp = torch.log_softmax(_allowed_logits(model(ids[:, :-1])[:, L - 1:]), dim=-1)   # (B, T, V)
-    tok = logp.gather(-1, ids[:, L:, None]).squeeze(-1)                               # (B, T)
-    return torch.where(mask > 0, tok, torch.zeros_like(tok))
+    # PAD has log-prob -inf; at padding read an allowed token's (finite) log-prob, then multiply by 0
+    resp = torch.where(mask > 0, ids[:, L:], torch.full_like(ids[:, L:], EOS))
+    return logp.gather(-1, resp[..., None]).squeeze(-1) * mask                        # (B, T)
 
 
 def decode_responses(out):

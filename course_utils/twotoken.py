@@ -15,14 +15,15 @@ These are the inputs of Lab 11's tilted_optimum, kl_objective and token_level_op
     first, second = two_token_policy(logits, 0.7)     # pi_T at any temperature, for free
 
 The temperature here applies to the toy LM's own logits only: ``two_token_policy`` takes what
-``two_token_logits`` computed from a TinyLM, never arbitrary logits (a softmax at temperature T of
-any logits would be Lab 11's Task 2 with one line of glue).
+``two_token_logits`` computed with the course's TinyLM forward pass from a model's weights, never
+arbitrary logits (a softmax at temperature T of any logits would be Lab 11's Task 2 with one line
+of glue).
 """
 
 import numpy as np
 import torch
 
-from course_utils.tinylm import EOS, PAD, TOKENS, VOCAB_SIZE, _allowed_logits, _check_model, encode_prompts
+from course_utils.tinylm import EOS, PAD, TOKENS, VOCAB_SIZE, _allowed_logits, _genuine, encode_prompts
 
 V = VOCAB_SIZE
 
@@ -35,7 +36,7 @@ class TwoTokenLogits:
 
     @torch.no_grad()
     def __init__(self, model, prompt):
-        _check_model(model, "two_token_logits")
+        model = _genuine(model, "two_token_logits")                        # the weights, not the methods
         ids, _ = encode_prompts([prompt])                                   # (1, 5)
         both = torch.cat([ids.expand(V, -1), torch.arange(V)[:, None]], dim=1)   # (V, 6): prompt + i
         self.prompt = prompt

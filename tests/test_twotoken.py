@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from course_utils.tinylm import BOS, EOS, PAD, PLUS, encode_prompts, load_sft
+from course_utils.tinylm import BOS, EOS, PAD, PLUS, TinyLM, encode_prompts, load_sft
 from course_utils.twotoken import (V, joint, response_text, two_token_logits,
                                    two_token_policy, two_token_rewards)
 
@@ -41,6 +41,14 @@ def test_logits_come_from_a_tinylm_only(logits):
         two_token_logits(lambda ids: torch.zeros(*ids.shape, V), "7+5=")
     logits.first[:] = 0.0                                           # a copy: the table stays the model's
     assert np.isneginf(logits.first[BOS])
+
+    class Overridden(TinyLM):                                       # a TinyLM that hands in other logits
+        def forward(self, ids, *args, **kwargs):
+            return torch.zeros(*ids.shape, V)
+
+    fake = Overridden()
+    fake.load_state_dict(load_sft().state_dict())
+    np.testing.assert_array_equal(two_token_logits(fake, "7+5=").first, logits.first)   # its weights count
 
 
 @pytest.mark.parametrize("temperature", [0.3, 1.0, 2.5])

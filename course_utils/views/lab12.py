@@ -417,22 +417,22 @@ class SampleExplorer(View):
         tree = ResponseTree.build()
         texts = tree.answers()                                                  # N strings
         reward = complete_only(tree.rm_rewards(rm, rm_offset))                 # (P, N)
-        values = torch.cat([reward[..., None], complete_only(tree.features)], dim=-1)   # (P, N, 5)
+        values = torch.cat([reward[..., None], complete_only(tree.features)], dim=-1).float()   # (P, N, 5)
         self.columns = ("rm",) + FEATURES
         shown, _ = make_batch(self.n_show, random.Random(self.seed))
         rows = torch.tensor([tree.prompts.index(p) for p in shown])
         self.prompts, self.table = shown, {}
         for name, model in models.items():
-            logp = tree.logprobs(model)
+            logp = [lp.float() for lp in tree.logprobs(model)]                  # float32: a table, not a proof
             for t in self.temperatures:
                 if t == 0:                                                      # greedy: all mass on the argmax
-                    tempered = [F.one_hot(lp.argmax(-1), lp.shape[-1]).double().log() for lp in logp]
+                    tempered = [F.one_hot(lp.argmax(-1), lp.shape[-1]).float().log() for lp in logp]
                 else:
                     tempered = [torch.log_softmax(lp / t, dim=-1) for lp in logp]
                 probs = complete_only(response_probs(tempered))                  # (P, N), rows sum to 1
                 means = probs[:, None].bmm(values)[:, 0].mean(0)                     # (5,) over prompts
                 gen = torch.Generator().manual_seed(self.seed)
-                picks = torch.multinomial(probs[rows].float(), 1, generator=gen)[:, 0]
+                picks = torch.multinomial(probs[rows], 1, generator=gen)[:, 0]
                 self.table[t, name] = {
                     "resp": [texts[n] for n in picks.tolist()],
                     "answer_gold": values[rows, picks, 1].tolist(), "answer_rm": values[rows, picks, 0].tolist(),

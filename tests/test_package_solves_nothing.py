@@ -1,0 +1,290 @@
+"""No function of course_utils does a lab task's job with a few lines of glue.
+
+A catalogue of "glue students": each implements one task of Lab 11 or Lab 12 as a few lines around a
+course_utils function (or with a stand-in where the function wants a model), the way a student who
+hunts the package for shortcuts would. Each is run, in-process, against every check cell of its task
+in the instructor's notebook (visible and hidden checks), in the namespace of that notebook's own
+definitions (``course_staff.solutions.load_lab``). Every glue student must fail a check, or be
+impossible: its helper no longer exists or refuses the stand-in. The solution itself passes the
+same cells (the control that makes a failure mean something), and every task of both labs is in the
+catalogue: either with glue students or with the reason why none applies.
+
+    python tests/test_package_solves_nothing.py      # prints the catalogue and each student's outcome
+
+What counts as glue here: calls of course_utils functions, public or private, on the task's inputs,
+with a lambda or a small duck-typed class where a function takes a model. Not glue: subclassing the
+course's TinyLM to override its forward pass, writing chosen weights into a TinyLM, monkeypatching
+the package or setting a view's private attributes; such code does the task's work itself.
+"""
+
+import contextlib
+import io
+import re
+import textwrap
+
+import nbformat
+import pytest
+
+from course_staff.solutions import load_lab, notebook_path
+
+# a stand-in "model": answers every prompt with the logits it was given (duck-typed, not a TinyLM)
+STANDIN = '''
+class _Logits:
+    training = False
+    def __init__(self, z):
+        self.z = z
+    def eval(self):
+        return self
+    def train(self, mode=True):
+        return self
+    def __call__(self, ids):                       # (B, L) -> (B, L, V): the same logits everywhere
+        z = self.z if len(self.z) == len(ids) else self.z[:1].expand(len(ids), -1)
+        return z[:, None, :].expand(-1, ids.shape[1], -1)
+
+def _to_vocab(logits):
+    """(B, V') logits as (B, 15): the toy's vocabulary, -inf beyond V'."""
+    z = torch.full((logits.shape[0], 15), float("-inf"), dtype=logits.dtype)
+    z[:, : logits.shape[1]] = logits
+    return z
+'''
+
+# task (check cells test_<name>) -> {glue student: source}; or a string: why no course_utils function applies
+CATALOGUE = {
+    "lab11": {
+        "response_logprobs": {
+            "sequence_logprobs with a stand-in model": STANDIN + '''
+from course_utils.tinylm import sequence_logprobs
+def response_logprobs(logits, ids, prompt_len):
+    mask = torch.ones(ids.shape[0], ids.shape[1] - prompt_len)
+    return sequence_logprobs(lambda x: logits[:, : x.shape[1]], {"ids": ids, "prompt_len": prompt_len, "mask": mask})
+''',
+            "sequence_logprobs on a TinyLM subclass that returns the logits (beyond glue; still fails)": '''
+from course_utils.tinylm import TinyLM, sequence_logprobs
+class _Fixed(TinyLM):
+    def __init__(self, logits):
+        super().__init__()
+        self.z = torch.full((*logits.shape[:2], 15), float("-inf"), dtype=logits.dtype)
+        self.z[..., : logits.shape[-1]] = logits
+    def forward(self, ids, *args, **kwargs):
+        return self.z[:, : ids.shape[1]]
+def response_logprobs(logits, ids, prompt_len):
+    mask = torch.ones(ids.shape[0], ids.shape[1] - prompt_len)
+    return sequence_logprobs(_Fixed(logits), {"ids": ids, "prompt_len": prompt_len, "mask": mask})
+''',
+        },
+        "sequence_logprob": {
+            "masked_mean per row, times the number of real tokens": '''
+from course_utils.prefs import masked_mean
+def sequence_logprob(tok_logp, mask):
+    return torch.stack([masked_mean(t, m) * m.sum() for t, m in zip(tok_logp, mask.to(tok_logp.dtype))])
+''',
+            "sequence_logprobs of a stand-in whose log-softmax gives tok_logp, summed": STANDIN + '''
+from course_utils.tinylm import sequence_logprobs
+def sequence_logprob(tok_logp, mask):
+    B, T = tok_logp.shape
+    z = torch.full((B, T, 15), float("-inf"), dtype=tok_logp.dtype)
+    z[..., 0], z[..., 1] = tok_logp, torch.log1p(-tok_logp.exp())     # log-softmax of z at token 0 = tok_logp
+    out = {"ids": torch.zeros(B, T + 1, dtype=torch.long), "prompt_len": 1, "mask": mask.to(tok_logp.dtype)}
+    return sequence_logprobs(lambda x: z, out).sum(-1)
+''',
+            "the same on a TinyLM subclass (beyond glue; still fails)": '''
+from course_utils.tinylm import TinyLM, sequence_logprobs
+class _Fixed(TinyLM):
+    def __init__(self, z):
+        super().__init__()
+        self.z = z
+    def forward(self, ids, *args, **kwargs):
+        return self.z
+def sequence_logprob(tok_logp, mask):
+    B, T = tok_logp.shape
+    z = torch.full((B, T, 15), float("-inf"), dtype=tok_logp.dtype)
+    z[..., 0], z[..., 1] = tok_logp, torch.log1p(-tok_logp.exp())
+    out = {"ids": torch.zeros(B, T + 1, dtype=torch.long), "prompt_len": 1, "mask": mask.to(tok_logp.dtype)}
+    return sequence_logprobs(_Fixed(z), out).sum(-1)
+''',
+        },
+        "sample_with_temperature": {
+            "tinylm.sample at the temperature, with a stand-in model": STANDIN + '''
+from course_utils.tinylm import sample
+def sample_with_temperature(logits, temperature, generator=None):
+    out = sample(_Logits(_to_vocab(logits)), ["0+0="] * len(logits), temperature=temperature, max_new=1,
+                 generator=generator)
+    return out["ids"][:, -1]
+''',
+            "tinylm.sample with a stand-in model, temperature left to the package's default": STANDIN + '''
+from course_utils.tinylm import sample
+def sample_with_temperature(logits, temperature, generator=None):
+    return sample(_Logits(_to_vocab(logits)), ["0+0="] * len(logits), max_new=1, generator=generator)["ids"][:, -1]
+''',
+            "twotoken's tempered softmax of the logits, then torch.multinomial": STANDIN + '''
+from course_utils.twotoken import two_token_policy
+def sample_with_temperature(logits, temperature, generator=None):
+    first, _ = two_token_policy((_to_vocab(logits).double().numpy(), np.zeros((15, 15))), temperature)
+    probs = torch.from_numpy(first)[:, : logits.shape[1]].float()
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+''',
+            "twotoken._softmax (the private helper), then torch.multinomial": '''
+from course_utils.twotoken import _softmax
+def sample_with_temperature(logits, temperature, generator=None):
+    probs = torch.from_numpy(_softmax(logits.double().numpy(), temperature)).float()
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+''',
+            "the two-token tables of a stand-in model, row by row, then torch.multinomial": STANDIN + '''
+from course_utils.twotoken import two_token_logits, two_token_policy
+def sample_with_temperature(logits, temperature, generator=None):
+    rows, index = _to_vocab(logits).unique(dim=0, return_inverse=True)
+    firsts = [two_token_policy(two_token_logits(_Logits(z[None]), "0+0="), temperature)[0] for z in rows]
+    probs = torch.tensor(np.stack(firsts))[index][:, : logits.shape[1]].float()
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+''',
+        },
+        "kl_estimators": "k1, k2, k3 of sampled log-probs: nothing in course_utils computes a KL from samples "
+                         "(KLEstimatorExperiment takes the student's own kl_estimators)",
+        "tilted_optimum": {
+            "response_tree.tilt (moved into tests/test_exact.py)": '''
+from course_utils.response_tree import tilt
+def tilted_optimum(ref_probs, rewards, beta):
+    log_pi, log_z = tilt(torch.log(torch.as_tensor(ref_probs)).reshape(1, -1), torch.as_tensor(rewards).reshape(1, -1), beta)
+    return log_pi.exp().reshape(ref_probs.shape).numpy(), float(log_z[0])
+''',
+            "response_tree.soft_values on a one-level tree": '''
+from course_utils.response_tree import soft_values
+def tilted_optimum(ref_probs, rewards, beta):
+    with np.errstate(divide="ignore"):
+        ref = [torch.log(torch.as_tensor(ref_probs, dtype=torch.float64)).reshape(1, 1, -1)]
+    values, logp = soft_values(ref, [torch.as_tensor(rewards, dtype=torch.float64).reshape(1, 1, -1)], beta)
+    return logp[0].exp().reshape(ref_probs.shape).numpy(), float(values[0][0, 0]) / beta
+''',
+            "response_tree.exact_optimum on a one-level tree": '''
+from course_utils.response_tree import exact_optimum
+def tilted_optimum(ref_probs, rewards, beta):
+    with np.errstate(divide="ignore"):
+        ref = [torch.log(torch.as_tensor(ref_probs, dtype=torch.float64)).reshape(1, 1, -1)]
+    opt = exact_optimum(None, ref, [torch.as_tensor(rewards, dtype=torch.float64).reshape(1, 1, -1)], beta)
+    return opt.logp[0].exp().reshape(ref_probs.shape).numpy(), float(opt.log_z[0])
+''',
+        },
+        "kl_objective": {
+            "twotoken.pair_kl (the known case, removed)": '''
+from course_utils.twotoken import pair_kl
+def kl_objective(probs, ref_probs, rewards, beta):
+    one = np.ones(1)
+    kl = pair_kl(one, probs.reshape(1, -1), one, ref_probs.reshape(1, -1))
+    return float((probs * rewards).sum() - beta * kl)
+''',
+            "response_tree.kl_divergence and expectation on a one-level tree": '''
+from course_utils.response_tree import expectation, kl_divergence
+def kl_objective(probs, ref_probs, rewards, beta):
+    as_tree = lambda a: [torch.as_tensor(a, dtype=torch.float64).reshape(1, 1, -1)]
+    with np.errstate(divide="ignore"):
+        kl = kl_divergence([t.log() for t in as_tree(probs)], [t.log() for t in as_tree(ref_probs)])
+    return float(expectation(as_tree(probs), as_tree(rewards))[0] - beta * kl[0])
+''',
+        },
+        "token_level_optimum": {
+            "response_tree.soft_values on a two-level tree": '''
+from course_utils.response_tree import soft_values
+def token_level_optimum(first, second, rewards, beta):
+    t = lambda a: torch.as_tensor(a, dtype=torch.float64)
+    with np.errstate(divide="ignore"):
+        ref = [t(np.log(first)).reshape(1, 1, -1), t(np.log(second))[None]]
+    values, logp = soft_values(ref, [torch.zeros(1, 1, len(first), dtype=torch.float64), t(rewards)[None]], beta)
+    return (logp[0][0, 0].exp().numpy(), logp[1][0].exp().numpy(), values[1][0].numpy(), float(values[0][0, 0]))
+''',
+        },
+    },
+    "lab12": {
+        "bt_loss": {
+            "the labeler's own preference model (labeler.KAPPA) as the loss": '''
+from course_utils.labeler import KAPPA
+def bt_loss(r_chosen, r_rejected):
+    return -torch.nn.functional.logsigmoid(KAPPA * (r_chosen - r_rejected)).mean()
+''',
+        },
+        "ranking_to_pairs": "ranked_data hands out rankings; nothing in course_utils turns a ranking into pairs",
+        "kl_penalized_rewards": "nothing in course_utils builds per-token rewards: sequence_logprobs gives "
+                                "log-probs, the reward model a score per response",
+        "gae_per_token": "nothing in course_utils computes advantages: the critic (ValueModel) gives values only",
+        "ppo_rlhf_loss": "course_utils offers the statistics PPO needs (masked_mean, masked_whiten), no ratio, "
+                         "clipping or value loss",
+    },
+}
+
+
+def check_cells(lab):
+    """{task function: [check cell sources]} from the grade cells ``test_<function>`` of the source
+    notebook (each holds the visible checks and, between its markers, the hidden ones)."""
+    nb = nbformat.read(str(notebook_path(lab)), as_version=4)
+    cells = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        match = re.fullmatch(r"test_(\w+?)(?:_\d+)?", meta.get("grade_id", ""))
+        if cell.cell_type == "code" and meta.get("grade") and match:
+            cells.setdefault(match.group(1), []).append(cell.source)
+    return cells
+
+
+_LABS = {}
+
+
+def lab_of(name):
+    if name not in _LABS:
+        _LABS[name] = (load_lab(name), check_cells(name))
+    return _LABS[name]
+
+
+def run_checks(namespace, sources):
+    """Run check cells in a copy of ``namespace``; returns None if all pass, else the first failure."""
+    ns = dict(namespace)
+    for source in sources:
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(compile(source, "<check cell>", "exec"), ns)      # noqa: S102 -- the course's own checks
+        except Exception as err:  # noqa: BLE001 -- any failure of a check counts
+            return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:160]
+    return None
+
+
+def outcome(lab, task, source):
+    """("impossible" | "refused" | "fails a check" | "PASSES", detail) of one glue student: its helper
+    is gone, the helper refuses the stand-in (TypeError), a check fails, or it passes them all."""
+    namespace, cells = lab_of(lab)
+    ns = dict(namespace)
+    try:
+        exec(compile(textwrap.dedent(source), f"<glue student for {task}>", "exec"), ns)   # noqa: S102
+    except Exception as err:  # noqa: BLE001 -- its helper is gone
+        return "impossible", f"{type(err).__name__}: {err}"[:160]
+    failure = run_checks(ns, cells[task])
+    if failure is None:
+        return "PASSES", "every check of the task"
+    return ("refused" if failure.startswith("TypeError") else "fails a check"), failure
+
+
+STUDENTS = [(lab, task, name, source) for lab, tasks in CATALOGUE.items() for task, students in tasks.items()
+            if isinstance(students, dict) for name, source in students.items()]
+
+
+@pytest.mark.parametrize("lab, task, name, source", STUDENTS, ids=[f"{t}: {n}" for _, t, n, _ in STUDENTS])
+def test_glue_student_fails_or_is_impossible(lab, task, name, source):
+    verdict, detail = outcome(lab, task, source)
+    assert verdict != "PASSES", f"{lab} {task}: the glue student '{name}' passes every check: course_utils does the task"
+
+
+@pytest.mark.parametrize("lab_name", sorted(CATALOGUE))
+def test_every_task_is_in_the_catalogue_and_the_solution_passes(lab_name):
+    """The control: every task of the notebook is catalogued, and the instructor's solution passes the
+    same check cells the glue students fail."""
+    namespace, cells = lab_of(lab_name)
+    assert sorted(cells) == sorted(CATALOGUE[lab_name]), "a task without a catalogue entry (or one too many)"
+    for task, sources in cells.items():
+        assert run_checks(namespace, sources) is None, f"the solution of {task} fails its own checks"
+
+
+if __name__ == "__main__":
+    for lab, task, name, source in STUDENTS:
+        verdict, detail = outcome(lab, task, source)
+        print(f"{lab} {task:24s} {verdict:14s} {name}\n{'':40s}{detail}")
+    for lab, tasks in CATALOGUE.items():
+        for task, students in tasks.items():
+            if isinstance(students, str):
+                print(f"{lab} {task:24s} {'no candidate':14s} {students}")
