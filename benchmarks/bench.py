@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import platform
-import random
 import resource
 import shutil
 import statistics
@@ -145,8 +144,8 @@ def bench_sft(report, repeats):
 # ----------------------------------------------------------------------------- Lab 12: RM, PPO, exact optimum
 def lab12_setup(report, repeats):
     """Ranked data, the RM fit (timed), the RM offset: what PPO and the sliders need."""
-    from course_utils.prefs import digit_counts, ranked_data
-    from course_utils.tinylm import make_batch, sample
+    from course_utils.prefs import ranked_data
+    from course_utils.reward_model import sft_offset
 
     lab = load_lab("lab12")
     sft = load_sft()
@@ -158,11 +157,7 @@ def lab12_setup(report, repeats):
     acc, ceiling = lab["rm_accuracy"](rm, held_out)
     report.add("RM fit (train_reward_model)", times,
                note=f"({cpu_note(cpu)}; held-out accuracy {acc:.3f}, ceiling {ceiling:.3f})")
-    with torch.no_grad():
-        prompts, _ = make_batch(2000, random.Random(2000))
-        out = sample(sft, prompts, generator=torch.Generator().manual_seed(2000))
-        rm_offset = rm(digit_counts(out)).mean().item()
-    return {"lab": lab, "sft": sft, "rm": rm, "rm_offset": rm_offset, "rm_acc": (acc, ceiling)}
+    return {"lab": lab, "sft": sft, "rm": rm, "rm_offset": sft_offset(rm, sft), "rm_acc": (acc, ceiling)}
 
 
 def bench_ppo(report, repeats, ctx):
@@ -217,25 +212,42 @@ def bench_lab11_sliders(report):
     slider(report, "Lab 11 soft values (SoftValueView)", view.update, [float(b) for b in view.betas[::3]])
 
 
-def bench_lab12_sliders(report, ctx):
+def cached_runs(ctx):
+    """A RunCache holding the benchmark's reward model, whose runs are the PPO policy trained above
+    with the reference sweep's history at each beta (the sliders re-draw; they do not train)."""
+    from course_utils.runs import RunCache
     from course_utils.views import lab12 as views
 
     reference = views.load_reference_curves()
-    if reference and reference["runs"]:
-        sweep = {b: runs[0] for b, runs in reference["runs"].items()}
-    else:
-        sweep = {ctx["lab"]["RLHFConfig"]().beta: ctx["hist"]}
-    explorer = views.CurveExplorer(sweep, reference)
+
+    def trained(sft, rm, rm_offset, cfg):
+        runs = (reference or {}).get("runs", {}).get(cfg.beta)
+        return ctx["policy"], runs[0] if runs else ctx["hist"]
+
+    runs = RunCache(ctx["sft"])
+    runs.rm, runs.rm_offset = ctx["rm"], ctx["rm_offset"]
+    runs.use(trained)
+    return runs
+
+
+def bench_lab12_sliders(report, ctx):
+    from course_utils.views import lab12 as views
+
+    runs, cfg = cached_runs(ctx), ctx["lab"]["RLHFConfig"]()
+    explorer = views.CurveExplorer(runs, cfg)
+    times, _, cpu = timed(explorer.prepare, 1)
+    report.add("CurveExplorer: sweep from the cache, first draw", times, note=f"({cpu_note(cpu)})")
     slider(report, "Lab 12 PPO curves (CurveExplorer)", explorer.update, list(explorer.sweep))
-    samples = views.SampleExplorer({"SFT": ctx["sft"], "PPO": ctx["policy"]}, ctx["rm"], ctx["rm_offset"])
-    slider(report, "Lab 12 samples (SampleExplorer)", samples.update, samples.temperatures)
+    samples = views.SampleExplorer(runs, {"PPO": cfg})
+    times, _, cpu = timed(samples.prepare, 1)
+    report.add("SampleExplorer: SFT and PPO on the tree", times, note=f"({cpu_note(cpu)})")
+    slider(report, "Lab 12 samples (SampleExplorer)", samples.update, list(samples.temperatures))
 
 
 def bench_exact_sliders(report, ctx):
-    from course_utils.views import optimum as exact_views
+    from course_utils.views import lab12 as views
 
-    tree = ctx["tree"][0]
-    view = exact_views.OptimumSlider(ctx["sft"], ctx["rm"], ctx["rm_offset"], tree=tree)
+    view = views.OptimumSlider(cached_runs(ctx)).prepare()
     slider(report, "exact optimum beta (OptimumSlider)", view.update, [float(b) for b in view.betas[::2]])
 
 

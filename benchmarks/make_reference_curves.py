@@ -4,15 +4,14 @@
 
 The file holds numbers only (the PPO histories), never code: the Lab 12 notebook overlays them on a
 student's own sweep. They are made with the instructor's solution (loaded from the source notebook
-by ``course_staff.solutions.load_lab``) and the notebook's own protocol: the SFT checkpoint, ranked data of 2000
-prompts (seed 0), ``train_reward_model``, the offset from 2000 SFT samples (seed 2), then one
-``train_rlhf`` run per beta of the sweep and per PPO seed (seed 0 is the notebook's own run).
+by ``course_staff.solutions.load_lab``) and the notebook's own protocol, a ``runs.RunCache``: the SFT
+checkpoint, ``train_reward_model`` on the rankings of RM_DATA, the offset ``sft_offset``, then one
+``train_rlhf`` run per beta of SWEEP_BETAS and per PPO seed (seed 0 is the notebook's own run).
 """
 
 import argparse
 import dataclasses
 import json
-import random
 import sys
 import time
 from pathlib import Path
@@ -22,13 +21,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from course_staff.solutions import REPO, load_lab  # noqa: E402
 
+from course_utils.labeler import KAPPA  # noqa: E402
+from course_utils.runs import METRICS, SWEEP_BETAS, RunCache  # noqa: E402
+from course_utils.tinylm import load_sft  # noqa: E402
 from course_utils.views.lab12 import REFERENCE_PATH  # noqa: E402
-from course_utils.prefs import KAPPA, digit_counts, ranked_data  # noqa: E402
-from course_utils.tinylm import load_sft, make_batch, sample  # noqa: E402
 
-BETAS = [0.0, 0.05, 0.07, 0.1, 0.2]      # the notebook's SWEEP_BETAS
 SEEDS = [0, 1, 2]                        # PPO seeds; 0 is the seed of the notebook's runs
-KEYS = ["rm", "gold", "kl", "acc", "malformed", "digits", "beta"]
+KEYS = list(METRICS) + ["beta"]
 
 
 def main():
@@ -37,24 +36,22 @@ def main():
     args = parser.parse_args()
 
     lab = load_lab("lab12", REPO)
-    sft = load_sft()
-    rm = lab["train_reward_model"](ranked_data(sft, 2000, k=4, seed=0))
-    with torch.no_grad():
-        prompts, _ = make_batch(2000, random.Random(2))
-        out = sample(sft, prompts, generator=torch.Generator().manual_seed(2))
-        rm_offset = rm(digit_counts(out)).mean().item()
+    cache = RunCache(load_sft())
+    rm = cache.fit_reward_model(lab["train_reward_model"])
+    rm_offset = cache.rm_offset
+    cache.use(lab["train_rlhf"])
     base = lab["RLHFConfig"]()
     runs = {}
-    for beta in BETAS:
+    for beta in SWEEP_BETAS:
         runs[repr(beta)] = []
         for seed in SEEDS:
             t0 = time.perf_counter()
-            _, hist = lab["train_rlhf"](sft, rm, rm_offset, dataclasses.replace(base, beta=beta, seed=seed))
+            _, hist = cache.run(dataclasses.replace(base, beta=beta, seed=seed))
             runs[repr(beta)].append({k: [round(v, 4) for v in hist[k]] for k in KEYS})
             print(f"beta {beta:<5g} seed {seed}: gold {sum(hist['gold'][-10:]) / 10:+.2f}  "
                   f"KL {sum(hist['kl'][-10:]) / 10:6.2f}  ({time.perf_counter() - t0:.1f} s)", flush=True)
     meta = {"what": "Lab 12 reference PPO runs (instructor's solution), one history per PPO seed",
-            "betas": BETAS, "seeds": SEEDS, "kappa": KAPPA, "rm_offset": round(rm_offset, 6),
+            "betas": list(SWEEP_BETAS), "seeds": SEEDS, "kappa": KAPPA, "rm_offset": round(rm_offset, 6),
             "rm_weights": [round(w, 6) for w in rm.w.tolist()],
             "config": {k: v for k, v in dataclasses.asdict(base).items() if k not in ("beta", "seed")},
             "torch": torch.__version__, "keys": KEYS}

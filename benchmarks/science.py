@@ -29,8 +29,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from course_staff.solutions import REPO, load_lab  # noqa: E402
 
-from course_utils.prefs import digit_counts, gold_score, ranked_data  # noqa: E402
-from course_utils.tinylm import decode_responses, load_sft, make_batch, sample  # noqa: E402
+from course_utils.labeler import RESPONSE_METRICS, ranked_data, response_metrics  # noqa: E402
+from course_utils.reward_model import digit_counts, sft_offset  # noqa: E402
+from course_utils.runs import METRICS  # noqa: E402
+from course_utils.tinylm import load_sft, make_batch, sample  # noqa: E402
 
 SEEDS = range(5)
 N_PROMPTS = 2000          # ranked prompts for training, and as many held out
@@ -39,7 +41,6 @@ TARGET_KL = 0.5           # the adaptive controller's target
 PTX_COEF = 1.0            # weight of the supervised loss in PPO-ptx
 PTX_BETA = 0.05           # the beta at which ptx and plain PPO are compared (Lab 12's Experiment 4)
 LAST = 10                 # "end" = mean of the last LAST iterations
-METRICS = ("rm", "gold", "kl", "acc", "malformed", "digits")
 NEEDED = 4                # seeds that must meet every criterion
 
 _LAB = {}
@@ -54,12 +55,11 @@ def lab(root):
 @torch.no_grad()
 def evaluate(model, rm, rm_offset, seed, n=N_EVAL):
     """Sampled (temperature 1) figures of ``model`` on n fresh prompts: the METRICS, KL excluded (0)."""
-    prompts, answers = make_batch(n, random.Random(seed))
+    prompts, _ = make_batch(n, random.Random(seed))
     out = sample(model, prompts, generator=torch.Generator().manual_seed(seed))
-    gold = gold_score(out)
-    return {"rm": (rm(digit_counts(out)) - rm_offset).mean().item(), "gold": gold.mean().item(), "kl": 0.0,
-            "acc": sum(r == a for r, a in zip(decode_responses(out), answers)) / n,
-            "malformed": (gold < 0).float().mean().item(), "digits": digit_counts(out).sum(1).mean().item()}
+    metrics = response_metrics(out)
+    return {"rm": (rm(digit_counts(out)) - rm_offset).mean().item(), "kl": 0.0,
+            **{name: metrics[name].mean().item() for name in RESPONSE_METRICS}}
 
 
 def end_of(hist, last=LAST):
@@ -75,10 +75,7 @@ def run_seed(seed, root=REPO):
     held_out = ranked_data(sft, N_PROMPTS, k=4, seed=1000 + seed)
     rm = ns["train_reward_model"](train, seed=seed)
     acc, ceiling = ns["rm_accuracy"](rm, held_out)
-    with torch.no_grad():
-        prompts, _ = make_batch(N_EVAL, random.Random(2000 + seed))
-        out = sample(sft, prompts, generator=torch.Generator().manual_seed(2000 + seed))
-        rm_offset = rm(digit_counts(out)).mean().item()
+    rm_offset = sft_offset(rm, sft, n=N_EVAL, seed=2000 + seed)
     start = evaluate(sft, rm, rm_offset, 3000 + seed)
     base = ns["RLHFConfig"](seed=seed)
     configs = {"beta=0": dataclasses.replace(base, beta=0.0),
