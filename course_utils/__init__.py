@@ -10,7 +10,9 @@
     response_tree  Lab 12's response tree: every response of up to four tokens, exact expectations
     checks         the checks of the labs' test cells
     runtime        are we being graded, and a progress bar
-    views/         plots and sliders: base (PNG frames), lab11, lab12, optimum (Lab 12's Experiment 8)
+    runs           what Lab 12's experiments train, each thing once (RunCache), and the facts they share
+    views/         plots and sliders: base (the view protocol, fast slider frames), lab11, lab12,
+                   optimum (Lab 12's Experiment 8)
 
 Nothing here solves a lab task; the graders' tools live in the separate package course_staff.
 """
