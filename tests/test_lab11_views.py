@@ -5,9 +5,7 @@ as a student's finished notebook would pass its own.
 """
 
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -248,6 +248,14 @@ def test_sample_explorer_shows_prompts_answers_and_exact_means(sample_explorer):
     assert np.median(times) < SLIDER_BUDGET_MS, times
 
 
+def test_sample_explorer_widget_is_a_table_that_follows_the_slider(sample_explorer):
+    sample_explorer.display()
+    slider, caption, frame = sample_explorer.widget.children
+    assert slider.value == 1.0 and frame.value == sample_explorer.update(1.0)      # an HTML widget
+    slider.value = 0.0
+    assert frame.value == sample_explorer.update(0.0) != sample_explorer.update(1.0)
+
+
 def test_sample_explorer_matches_sampling(sample_explorer):
     """The exact mean gold at T = 1 is what sampling the SFT model estimates."""
     from course_utils.labeler import gold_score

@@ -172,6 +172,13 @@ def kl_objective(probs, ref_probs, rewards, beta):
     kl = pair_kl(one, probs.reshape(1, -1), one, ref_probs.reshape(1, -1))
     return float((probs * rewards).sum() - beta * kl)
 ''',
+            "the entropy of the Lab 11 views for the p log p part of the KL": '''
+from course_utils.views.lab11 import entropy
+def kl_objective(probs, ref_probs, rewards, beta):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kl = -entropy(probs) - np.sum(probs * np.log(ref_probs))
+    return float((probs * rewards).sum() - beta * kl)
+''',
             "response_tree.kl_divergence and expectation on a one-level tree": '''
 from course_utils.response_tree import expectation, kl_divergence
 def kl_objective(probs, ref_probs, rewards, beta):

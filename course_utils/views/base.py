@@ -101,31 +101,39 @@ class FastFigure:
 
 
 def show_slider(view, slider, describe):
-    """Display ``slider``, a caption and the frame ``view.update(value)`` (PNG bytes or HTML).
+    """Display ``slider``, a caption and the frame ``view.update(value)``: a PNG image in an Output
+    widget, or an HTML string in an HTML widget.
 
     Returns the VBox (slider, caption, frame). A student's function that fails at some slider value
     is reported in the caption; the last good frame stays.
     """
     import ipywidgets as widgets
-    from IPython.display import HTML, Image, display
+    from IPython.display import Image, display
 
-    out, note = widgets.Output(), widgets.HTML()
+    note = widgets.HTML()
+    frame = None                                   # the frame's widget, made for the first frame's kind
 
     def redraw(value):
+        nonlocal frame
         try:
-            frame = view.update(value)
+            png_or_html = view.update(value)
         except Exception as err:  # noqa: BLE001 -- a student's function failed: say so, keep going
             note.value = (f"<b>At {describe} = {value:g} your function raised "
                           f"{type(err).__name__}: {err}</b>")
             return
         note.value = view.caption()
-        with out:
-            out.clear_output(wait=True)
-            display(HTML(frame) if isinstance(frame, str) else Image(data=frame, format="png"))
+        if frame is None:
+            frame = widgets.HTML() if isinstance(png_or_html, str) else widgets.Output()
+        if isinstance(png_or_html, str):
+            frame.value = png_or_html
+            return
+        with frame:
+            frame.clear_output(wait=True)
+            display(Image(data=png_or_html, format="png"))
 
     slider.observe(lambda change: redraw(change["new"]), names="value")
     redraw(slider.value)
-    box = widgets.VBox([slider, note, out])
+    box = widgets.VBox([slider, note, frame or widgets.Output()])
     display(box)
     return box
 
