@@ -79,8 +79,5 @@ class RunCache:
         todo = sum(self.key(c) not in self.runs for c in cfgs.values())
         return {b: self.run(c) for b, c in progress(cfgs.items(), desc=f"{todo} new PPO runs", leave=True)}
 
-    def clear(self):
-        self.runs.clear()
-
 
 __all__ = ["METRICS", "SWEEP_BETAS", "RM_DATA", "RunCache"]
