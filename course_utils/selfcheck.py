@@ -17,6 +17,7 @@ sufficient: the graders test each task on other inputs too. Exit status: 0 when 
 """
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -56,8 +57,23 @@ def lab_notebooks(folder):
     return found
 
 
-def run(path):
-    """Execute a copy of the notebook in a fresh kernel, the way the graders do.
+@contextlib.contextmanager
+def _grading_env(grading):
+    """NBGRADER_EXECUTION set (the notebooks' grading form) or unset, for the kernels started inside."""
+    saved = os.environ.pop("NBGRADER_EXECUTION", None)
+    if grading:
+        os.environ["NBGRADER_EXECUTION"] = "autograde"
+    try:
+        yield
+    finally:
+        os.environ.pop("NBGRADER_EXECUTION", None)
+        if saved is not None:
+            os.environ["NBGRADER_EXECUTION"] = saved
+
+
+def run(path, grading=True):
+    """Execute a copy of the notebook in a fresh kernel, the way the graders do (``grading=False``:
+    the way JupyterLab's Run All does, experiments included and no time limit).
 
     Returns (the executed notebook, {cell index: the kernel's error reply}, a fatal message or "").
     """
@@ -67,23 +83,16 @@ def run(path):
     nb = nbformat.read(str(path), as_version=4)
     errors = {}
     client = NotebookClient(
-        nb, timeout=CELL_LIMIT_S, startup_timeout=START_LIMIT_S, kernel_name="python3",
+        nb, timeout=CELL_LIMIT_S if grading else None, startup_timeout=START_LIMIT_S, kernel_name="python3",
         allow_errors=True, interrupt_on_timeout=True,
         resources={"metadata": {"path": str(Path(path).parent)}},
         on_cell_error=lambda cell, cell_index, execute_reply: errors.update({cell_index: execute_reply["content"]}))
-    saved = os.environ.get("NBGRADER_EXECUTION")
-    os.environ["NBGRADER_EXECUTION"] = "autograde"          # the notebook's grading form
-    try:
-        client.execute(stderr=subprocess.DEVNULL)    # the kernel's own log; cell outputs still come back
-        fatal = ""
-    except DeadKernelError:
-        fatal = "the kernel died (out of memory, or the code ended the Python process)"
-    finally:
-        if saved is None:
-            os.environ.pop("NBGRADER_EXECUTION", None)
-        else:
-            os.environ["NBGRADER_EXECUTION"] = saved
-    return nb, errors, fatal
+    with _grading_env(grading):
+        try:
+            client.execute(stderr=subprocess.DEVNULL)    # the kernel's own log; cell outputs still come back
+        except DeadKernelError:
+            return nb, errors, "the kernel died (out of memory, or the code ended the Python process)"
+    return nb, errors, ""
 
 
 def _error_verdict(label, error):
