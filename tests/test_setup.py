@@ -122,28 +122,6 @@ def test_start_here_runs(tmp_path):
 @pytest.mark.slow   # starts JupyterLab
 def test_make_lab_starts_jupyterlab():
     """The README's first command: `make lab` serves JupyterLab (stopped again once it answers)."""
-    import signal
-    import socket
-    import time
-    import urllib.request
+    from make_lab import make_lab_until_it_answers
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "BROWSER": "true"}            # no browser window from the test
-    proc = subprocess.Popen(["make", "-C", str(ROOT), "lab", f"PORT={port}"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api", timeout=2) as reply:
-                    assert b'"version"' in reply.read()
-                    return
-            except OSError:
-                time.sleep(0.5)
-        raise AssertionError(f"JupyterLab did not answer on port {port} within 90 s")
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+    make_lab_until_it_answers(ROOT, dict(os.environ), limit_s=90)

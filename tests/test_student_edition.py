@@ -11,12 +11,9 @@ source/ (course_staff.harness), where every visible check must pass.
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import nbformat
@@ -25,6 +22,7 @@ import pytest
 from course_staff import edition
 from course_staff.harness import solved_submission
 from course_staff.leaks import leaks
+from make_lab import make_lab_until_it_answers
 
 pytestmark = pytest.mark.slow
 
@@ -51,37 +49,7 @@ def student_env():
     env = {k: v for k, v in os.environ.items()
            if k not in ("VIRTUAL_ENV", "PYTHONPATH", "NBGRADER_EXECUTION", "CONDA_PREFIX")}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != ours)
-    env["BROWSER"] = "true"                              # JupyterLab opens no browser window
     return env
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def make_lab_until_it_answers(folder, env):
-    """`make lab` (set-up included); returns its output once JupyterLab answers, then stops it."""
-    port = free_port()
-    proc = subprocess.Popen(["make", "lab", f"PORT={port}"], cwd=folder, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + SETUP_LIMIT_S
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, "make lab stopped:\n" + proc.stdout.read().decode()[-3000:]
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api", timeout=2) as reply:
-                    assert b'"version"' in reply.read()
-                    break
-            except OSError:
-                time.sleep(1)
-        else:
-            raise AssertionError(f"make lab: JupyterLab did not answer within {SETUP_LIMIT_S} s")
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
-    return proc.stdout.read().decode()
 
 
 def run(args, folder, env, timeout=600):
@@ -97,7 +65,7 @@ def test_a_new_student_sets_up_works_and_checks(tmp_path):
     timings = {}
 
     # the README's first command, on a machine that has never seen the course
-    make_lab_until_it_answers(course, env)
+    make_lab_until_it_answers(course, env, SETUP_LIMIT_S)
     timings["make lab (set-up + JupyterLab)"] = time.monotonic() - t0
     probe = run([py, "-c", "import course_utils, torch, importlib.util as u; print(course_utils.__file__); "
                  "print(torch.version.cuda); print(u.find_spec('course_staff'), u.find_spec('nbgrader'))"], course, env)
