@@ -10,6 +10,7 @@
     response_tree  Lab 12's response tree: every response of up to four tokens, exact expectations
     checks         the checks of the labs' test cells
     runtime        are we being graded, and a progress bar
+    selfcheck      a student's `make check`: runs the labs as the graders' visible checks do
     views/         plots and sliders: base (PNG frames), lab11, lab12, optimum (Lab 12's Experiment 8)
 
 Nothing here solves a lab task; the graders' tools live in the separate package course_staff.
