@@ -12,10 +12,11 @@ Three kinds of secret:
   ``nbgrader_config``, an import of ``course_staff``, or a ``def``/``class`` line of its modules.
 
 Lines are compared without indentation, trailing comments or repeated spaces. A line counts when it
-has at least ``MIN_CHARS`` characters of code and the notebook does not show it to students anyway
-(inside a line of its given code, its text or a visible check): shorter lines such as ``return pairs`` or ``if
-temperature == 0:`` are common Python that turns up anywhere. Text inside notebooks (cells, outputs,
-metadata) is searched as the strings nbformat holds, so JSON escaping hides nothing.
+has at least ``MIN_CHARS`` characters of code, is not an import, and no lab shows it to students
+anyway (inside a line of its given code, its text or a visible check): shorter lines such as
+``return pairs`` or ``if temperature == 0:`` are common Python that turns up anywhere. Text inside
+notebooks (cells, outputs, metadata) is searched as the strings nbformat holds, so JSON escaping
+hides nothing.
 """
 
 import json
@@ -28,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 MIN_CHARS = 21
 _MARKER = re.compile(r"^\s*(?:#+\s*)?(BEGIN|END) (SOLUTION|HIDDEN TESTS)\s*$")
 _COMMENT = re.compile(r"\s+#[^'\"]*$")               # a trailing comment (no quote in it)
+_IMPORT = re.compile(r"^(?:from \S+ )?import ")      # names a module, reveals no answer
 _STAFF_IMPORT = re.compile(r"^\s*(?:from|import)\s+course_staff\b", re.M)
 _SKIPPED = {".git"}
 
@@ -60,19 +62,17 @@ def split_cell(cell):
 
 def secret_lines(root=REPO):
     """{normalized line: "lab11 kl_estimators_solution"} of every solution and hidden-test line."""
-    secrets = {}
+    shown, hidden = [], {}
     for path in sorted(Path(root).glob("source/*/*.ipynb")):
-        nb = nbformat.read(str(path), as_version=4)
-        shown, hidden = [], {}
-        for cell in nb.cells:
+        for cell in nbformat.read(str(path), as_version=4).cells:
             parts = split_cell(cell)
             shown += [normalize(ln) for ln in parts["shown"]]
             where = f"{path.stem} {cell.metadata.get('nbgrader', {}).get('grade_id', 'cell')}"
             for line in parts["SOLUTION"] + parts["HIDDEN TESTS"]:
                 hidden.setdefault(normalize(line), where)
-        shown = "\n".join(shown)
-        secrets.update({ln: w for ln, w in hidden.items() if len(ln) >= MIN_CHARS and ln not in shown})
-    return secrets
+    shown = "\n".join(shown)
+    return {ln: w for ln, w in hidden.items()
+            if len(ln) >= MIN_CHARS and not _IMPORT.match(ln) and ln not in shown}
 
 
 def staff_names(root=REPO):
