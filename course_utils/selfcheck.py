@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nbformat
 
-CELL_LIMIT_S = 30          # the graders stop a cell after this many seconds
+CELL_LIMIT_S = 30          # the graders stop a cell after this many seconds (nbgrader_config.py reads it)
 START_LIMIT_S = 120        # a kernel that imports torch on a busy laptop can take a while to start
 EXIT = {"passed": 0, "failed": 1, "unfinished": 2}
 
