@@ -13,10 +13,10 @@ PORT   ?= 8888
 # JupyterLab refuses to run as root (containers, CI) unless told to
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup lab test test-fast check-config release autograde feedback grades bench science sft browser clean
+.PHONY: help setup lab student-edition test test-fast check-config release autograde feedback grades bench science sft browser clean
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -27,8 +27,12 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)  ## create .venv with the pinned packages and course_utils (editable)
 
-lab: setup  ## open JupyterLab on the labs (release notebooks and the start-here notebook)
-	$(BIN)/jupyter lab --notebook-dir=$(CURDIR) --port=$(PORT) $(ROOT_FLAG) notebooks/00_start_here.ipynb
+lab: setup  ## open JupyterLab on the instructor's notebooks (source/: solutions and hidden tests)
+	$(BIN)/jupyter lab --notebook-dir=$(CURDIR) --port=$(PORT) $(ROOT_FLAG) $(foreach lab,$(LABS),source/$(lab)/$(lab).ipynb)
+
+student-edition: setup  ## write the student edition to DEST=<new folder> (GIT=1: as a git repository)
+	@test -n "$(DEST)" || { echo "usage: make student-edition DEST=<new or empty folder> [GIT=1]"; exit 2; }
+	$(PY) -m course_staff.edition "$(DEST)" $(if $(GIT),--git)
 
 browser:  ## install Debian's chromium for the browser tests when it is missing
 	@command -v chromium >/dev/null || { \

@@ -17,6 +17,7 @@ try:
 
     from course_staff.nbgrader_plugins import (ClearWidgetState, FlagTampering, HideTestCode,
                                               SurviveKernelDeath)
+    from course_utils.selfcheck import CELL_LIMIT_S    # students' `make check` applies the same limit
 
     c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
     here = Path(__file__).resolve().parent
@@ -43,10 +44,10 @@ try:
         ClearWidgetState, pp.CheckCellMetadata, pp.ComputeChecksums, pp.SaveCells, pp.ClearHiddenTests,
         pp.ClearMarkScheme, pp.ComputeChecksums, pp.CheckCellMetadata]
 
-    # -- autograde: a cell may run for 30 s (under NBGRADER_EXECUTION every cell of both labs takes
+    # -- autograde: a cell may run for CELL_LIMIT_S seconds (under NBGRADER_EXECUTION every cell of both labs takes
     #    under 4 s, the slowest being the setup cell; an infinite loop costs one timeout per cell
     #    that calls it); a deleted or re-typed test cell is restored from the gradebook
-    c.Execute.timeout = 30
+    c.Execute.timeout = CELL_LIMIT_S
     c.Execute.interrupt_on_timeout = True
     c.Execute.shutdown_kernel = "immediate"   # a kernel that imported torch is slow to exit politely
     c.OverwriteCells.add_missing_cells = True

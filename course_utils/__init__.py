@@ -11,6 +11,7 @@
     checks         the checks of the labs' test cells
     runtime        are we being graded, and a progress bar
     runs           what Lab 12's experiments train, each thing once (RunCache), and the facts they share
+    selfcheck      a student's `make check`: runs the labs as the graders' visible checks do
     views/         plots and sliders: base (the view protocol, fast slider frames), lab11, lab12,
                    optimum (Lab 12's Experiment 8)
 

@@ -8,4 +8,5 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))   # `import mutant`, `i
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "slow: runs real nbgrader commands or long experiments (deselect with -m 'not slow')")
+        "markers", "slow: starts nbgrader, a kernel, a venv or JupyterLab, or runs a long experiment "
+        "(deselect with -m 'not slow')")

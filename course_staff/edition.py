@@ -1,0 +1,156 @@
+"""The student edition: the course as students get it, without solutions, hidden tests or graders' code.
+
+    python -m course_staff.edition DEST [--git]     # or: make student-edition DEST=... [GIT=1]
+
+DEST (new, or an empty folder) receives exactly what ``FILES`` and ``WRITTEN`` list below:
+
+    lab11/lab11.ipynb, lab12/...    each release/<lab>/ folder, laid out as nbgrader's Assignments
+                                    tab fetches it (a folder per lab, named after it)
+    notebooks/00_start_here.ipynb   the start-here notebook (only that one of notebooks/)
+    course_utils/                   the student package, with its data/
+    README.md, Makefile, .gitignore written for students (course_staff/edition_files/)
+    pyproject.toml, environment.yml install course_utils with this repository's pins, less the
+                                    graders' tools (STAFF_ONLY) and every dev/test extra
+
+The edition is written next to DEST, searched for secrets (``course_staff.leaks``) and only then
+moved to DEST; with --git it becomes a git repository with one commit, ready to publish.
+"""
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from course_staff.leaks import files_of, leaks
+
+REPO = Path(__file__).resolve().parents[1]
+FILES = {                                   # edition path: repository path (a file or a folder)
+    "notebooks/00_start_here.ipynb": "notebooks/00_start_here.ipynb",
+    "course_utils": "course_utils",
+    "README.md": "course_staff/edition_files/README.md",
+    "Makefile": "course_staff/edition_files/Makefile",
+    ".gitignore": "course_staff/edition_files/gitignore",
+}
+STAFF_ONLY = ("nbgrader",)                  # pinned in pyproject.toml for the graders, not for students
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info")
+
+
+def labs(root=REPO):
+    """{edition folder: release folder} of every lab, e.g. {"lab11": release/lab11}."""
+    return {p.name: p for p in sorted((Path(root) / "release").iterdir()) if p.is_dir()}
+
+
+def project(root=REPO):
+    """This repository's [project] and [tool.setuptools] tables of pyproject.toml."""
+    data = tomllib.loads((Path(root) / "pyproject.toml").read_text())
+    return data["project"], data["tool"]["setuptools"]
+
+
+def student_requirements(root=REPO):
+    """The pinned requirements of course_utils as students install it."""
+    deps = project(root)[0]["dependencies"]
+    return [d for d in deps if d.split("==")[0] not in STAFF_ONLY]
+
+
+def _toml_list(items):
+    return "[\n" + "".join(f"    {json.dumps(i)},\n" for i in items) + "]"
+
+
+def pyproject_text(root=REPO):
+    """pyproject.toml of the edition: the student package and its pins, nothing else."""
+    meta, setuptools = project(root)
+    packages = [p for p in setuptools["packages"] if p.split(".")[0] == "course_utils"]
+    data = {k: v for k, v in setuptools.get("package-data", {}).items() if k in packages}
+    return "\n".join([
+        "[build-system]", 'requires = ["setuptools>=68"]', 'build-backend = "setuptools.build_meta"', "",
+        "[project]", f"name = {json.dumps(meta['name'])}", f"version = {json.dumps(meta['version'])}",
+        f"description = {json.dumps(meta['description'])}",
+        f"requires-python = {json.dumps(meta['requires-python'])}",
+        "# pinned: you, the teaching assistants and the autograder get the same numbers",
+        f"dependencies = {_toml_list(student_requirements(root))}", "",
+        "[tool.setuptools]", f"packages = {json.dumps(packages)}", "",
+        "[tool.setuptools.package-data]", *(f"{k} = {json.dumps(v)}" for k, v in data.items()), ""])
+
+
+def environment_text(root=REPO):
+    """environment.yml of the edition: conda's way to the same packages as pyproject.toml."""
+    pins = "".join(f"      - {r}\n" for r in student_requirements(root))
+    return ("# conda env create -f environment.yml && conda activate rl-for-llms\n"
+            "name: rl-for-llms\nchannels:\n  - conda-forge\ndependencies:\n  - python=3.11\n  - pip\n"
+            f"  - pip:\n{pins}      - -e .      # course_utils from this folder\n")
+
+
+WRITTEN = {"pyproject.toml": pyproject_text, "environment.yml": environment_text}
+
+
+def _copy(src, dst):
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if src.is_dir():
+        shutil.copytree(src, dst, ignore=IGNORED)
+    else:
+        shutil.copy2(src, dst)
+
+
+def write(folder, root=REPO):
+    """Write the edition's files into ``folder`` (which must not exist yet)."""
+    folder, root = Path(folder), Path(root)
+    folder.mkdir(parents=True)
+    for name, release in labs(root).items():
+        _copy(release, folder / name)
+    for dst, src in FILES.items():
+        _copy(root / src, folder / dst)
+    for dst, text in WRITTEN.items():
+        (folder / dst).write_text(text(root))
+
+
+def git_init(folder):
+    """Make ``folder`` a git repository with the whole edition in one commit."""
+    def git(*args):
+        subprocess.run(["git", *args], cwd=folder, check=True, stdout=subprocess.DEVNULL)
+
+    git("init", "--quiet", "--initial-branch=main")
+    git("add", "--all")
+    who = subprocess.run(["git", "config", "user.name"], cwd=folder, capture_output=True, text=True).stdout
+    identity = [] if who.strip() else ["-c", "user.name=Course staff", "-c", "user.email=staff@course.invalid"]
+    git(*identity, "commit", "--quiet", "-m", "Student edition of the course RL for language models, Labs 11 and 12")
+
+
+def build(dest, git=False, root=REPO):
+    """Write the edition to ``dest`` (absent or empty); refuse, writing nothing, if it leaks a secret."""
+    dest = Path(dest).resolve()
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise SystemExit(f"{dest} exists and is not empty: give a new or empty folder")
+    if dest == Path(root).resolve() or Path(root).resolve() in dest.parents:
+        raise SystemExit(f"{dest} is inside this repository: give a folder outside it")
+    staging = dest.with_name(f".{dest.name}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        write(staging, root)
+        found = leaks(staging, root)
+        if found:
+            raise SystemExit("The student edition would leak (nothing written):\n  " + "\n  ".join(found))
+        if dest.exists():
+            dest.rmdir()
+        staging.rename(dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if git:
+        git_init(dest)
+    return dest
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m course_staff.edition", description=__doc__.split("\n")[0])
+    parser.add_argument("dest", help="a new or empty folder, outside this repository")
+    parser.add_argument("--git", action="store_true", help="make it a git repository with one commit")
+    args = parser.parse_args(argv)
+    dest = build(args.dest, git=args.git)
+    print(f"Student edition written to {dest} ({len(files_of(dest))} files"
+          f"{', one git commit' if args.git else ''}); no solution, hidden test or graders' code in it.")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

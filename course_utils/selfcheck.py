@@ -1,0 +1,193 @@
+"""Check your lab notebooks the way the graders' visible checks will, and list what is unfinished.
+
+    python -m course_utils.selfcheck                      # every lab notebook one folder down
+    python -m course_utils.selfcheck lab11/lab11.ipynb    # one notebook (or a folder of them)
+
+Each notebook runs top to bottom in a fresh kernel, as the autograder runs it: the experiments are
+skipped (they are not graded) and a cell that runs longer than the graders allow is stopped. Your
+file is not changed. Then every check cell -- the read-only cell after each task -- is reported as
+
+    passed      the visible checks of the task pass
+    failed      with the check's message (what was expected, what came back, the likely mistake)
+    unfinished  the task still raises NotImplementedError
+
+and so is any other cell that stopped with an error. Passing the visible checks is necessary, not
+sufficient: the graders test each task on other inputs too. Exit status: 0 when every check passed,
+1 when a cell failed, 2 when nothing failed but a task is unfinished.
+"""
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+CELL_LIMIT_S = 30          # the graders stop a cell after this many seconds (nbgrader_config.py reads it)
+START_LIMIT_S = 120        # a kernel that imports torch on a busy laptop can take a while to start
+EXIT = {"passed": 0, "failed": 1, "unfinished": 2}
+
+
+@dataclass
+class Verdict:
+    """What one cell of a notebook came to: a check cell, or another cell that raised."""
+
+    label: str          # "Task 2 — `sample_with_temperature` (3 points, ~15 min) [check test_sample_...]"
+    status: str         # "passed", "failed" or "unfinished"
+    message: str = ""   # the check's message, for a failed cell
+
+
+def is_check(cell):
+    """An autograded check: an nbgrader grade cell that is not itself an answer."""
+    meta = cell.metadata.get("nbgrader", {})
+    return cell.cell_type == "code" and meta.get("grade", False) and not meta.get("solution", False)
+
+
+def lab_notebooks(folder):
+    """The notebooks with check cells in ``folder`` or one level below it, e.g. lab11/lab11.ipynb."""
+    folder = Path(folder)
+    found = []
+    for path in sorted([*folder.glob("*.ipynb"), *folder.glob("*/*.ipynb")]):
+        nb = nbformat.read(str(path), as_version=4)
+        if any(is_check(cell) for cell in nb.cells):
+            found.append(path)
+    return found
+
+
+@contextlib.contextmanager
+def _grading_env(grading):
+    """NBGRADER_EXECUTION set (the notebooks' grading form) or unset, for the kernels started inside."""
+    saved = os.environ.pop("NBGRADER_EXECUTION", None)
+    if grading:
+        os.environ["NBGRADER_EXECUTION"] = "autograde"
+    try:
+        yield
+    finally:
+        os.environ.pop("NBGRADER_EXECUTION", None)
+        if saved is not None:
+            os.environ["NBGRADER_EXECUTION"] = saved
+
+
+def run(path, grading=True):
+    """Execute a copy of the notebook in a fresh kernel, the way the graders do (``grading=False``:
+    the way JupyterLab's Run All does, experiments included and no time limit).
+
+    Returns (the executed notebook, {cell index: the kernel's error reply}, a fatal message or "").
+    """
+    from nbclient import NotebookClient
+    from nbclient.exceptions import DeadKernelError
+
+    nb = nbformat.read(str(path), as_version=4)
+    errors = {}
+    client = NotebookClient(
+        nb, timeout=CELL_LIMIT_S if grading else None, startup_timeout=START_LIMIT_S, kernel_name="python3",
+        allow_errors=True, interrupt_on_timeout=True,
+        resources={"metadata": {"path": str(Path(path).parent)}},
+        on_cell_error=lambda cell, cell_index, execute_reply: errors.update({cell_index: execute_reply["content"]}))
+    with _grading_env(grading):
+        try:
+            client.execute(stderr=subprocess.DEVNULL)    # the kernel's own log; cell outputs still come back
+        except DeadKernelError:
+            return nb, errors, "the kernel died (out of memory, or the code ended the Python process)"
+    return nb, errors, ""
+
+
+def _error_verdict(label, error):
+    """A cell's error reply as a verdict."""
+    name, value = error.get("ename", "Error"), error.get("evalue", "")
+    if name == "NotImplementedError":
+        return Verdict(label, "unfinished")
+    if name == "KeyboardInterrupt":
+        return Verdict(label, "failed", f"stopped after {CELL_LIMIT_S} s, as the graders would stop it")
+    if name == "AnswerError":                     # a check's own message says it all
+        return Verdict(label, "failed", value)
+    return Verdict(label, "failed", f"{name}: {value}" if value else name)
+
+
+def _stderr(cell):
+    """What a cell wrote to stderr besides warnings (the graders fail a check cell that does)."""
+    text = "".join(o.get("text", "") for o in cell.get("outputs", [])
+                   if o.get("output_type") == "stream" and o.get("name") == "stderr")
+    lines = [ln for ln in text.splitlines() if ln.strip() and "Warning" not in ln and not ln.startswith("  ")]
+    return "\n".join(lines)
+
+
+def _check_label(cell, heading):
+    return f"{heading} [check {cell.metadata['nbgrader'].get('grade_id', '')}]"
+
+
+def verdicts(nb, errors, fatal=""):
+    """[Verdict] of every check cell and every other cell that raised, in notebook order.
+
+    ``nb`` is the executed notebook, ``errors`` {cell index: error reply} as ``run`` returns them.
+    A check cell that never ran (the kernel died before it) counts as failed.
+    """
+    found, heading = [], "(before the first heading)"
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            titles = [ln.lstrip("#").strip() for ln in cell.source.splitlines() if ln.startswith("#")]
+            heading = titles[-1] if titles else heading
+            continue
+        if is_check(cell):
+            label = _check_label(cell, heading)
+            if index in errors:
+                found.append(_error_verdict(label, errors[index]))
+            elif cell.get("execution_count") is None and fatal:
+                found.append(Verdict(label, "failed", f"did not run: {fatal}"))
+            elif _stderr(cell):
+                found.append(Verdict(label, "failed", f"wrote to stderr: {_stderr(cell)}"))
+            else:
+                found.append(Verdict(label, "passed"))
+        elif index in errors:
+            found.append(_error_verdict(f"{heading} [cell {index + 1}, not a check]", errors[index]))
+    return found
+
+
+def report(name, found, out=None):
+    """Print one notebook's verdicts; returns its exit status (0, 1 or 2)."""
+    out = out or sys.stdout
+    print(f"\n{name}", file=out)
+    for v in found:
+        print(f"  {v.status:<11} {v.label}", file=out)
+        for line in v.message.splitlines():
+            print(f"              {line}", file=out)
+    counts = {s: sum(v.status == s for v in found) for s in EXIT}
+    print(f"  -> {counts['passed']} passed, {counts['failed']} failed, {counts['unfinished']} unfinished",
+          file=out)
+    return exit_status(v.status for v in found)
+
+
+def exit_status(statuses):
+    """1 if anything failed, else 2 if anything is unfinished, else 0."""
+    statuses = set(statuses)
+    return next((EXIT[s] for s in ("failed", "unfinished") if s in statuses), 0)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m course_utils.selfcheck", description=__doc__.split("\n")[0])
+    parser.add_argument("paths", nargs="*", default=["."], help="notebooks, or folders to search (default: .)")
+    args = parser.parse_args(argv)
+    notebooks = []
+    for p in map(Path, args.paths):
+        notebooks += [p] if p.suffix == ".ipynb" else lab_notebooks(p)
+    if not notebooks:
+        print(f"No lab notebook found in {', '.join(args.paths)}: run this in the course folder.")
+        return 1
+    print(f"Running {len(notebooks)} notebook(s) in a fresh kernel each, the way the graders do ...")
+    statuses = []
+    for path in notebooks:
+        found = verdicts(*run(path))
+        report(str(path), found)
+        statuses += [v.status for v in found]
+    status = exit_status(statuses)
+    print({0: "\nEvery visible check passes. The graders also test each task on other inputs.",
+           1: "\nSome cells failed: read their messages above, fix, and run this again.",
+           2: "\nNothing failed, but some tasks are unfinished."}[status])
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

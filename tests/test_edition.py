@@ -1,0 +1,197 @@
+"""Fast checks of the split between students and graders: what the student package and notebooks
+import, what the student edition holds, and that the search for secrets finds them.
+
+The edition as a new student uses it (fresh venv, notebooks, selfcheck) is tests/test_student_edition.py.
+"""
+
+import ast
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_staff import edition
+from course_staff.leaks import files_of, leaks, secret_lines
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDENT_NOTEBOOKS = sorted([*ROOT.glob("release/*/*.ipynb"), *ROOT.glob("notebooks/*.ipynb")])
+
+
+# ----------------------------------------------------------------------------- the grader apart
+def imported_modules(code):
+    """Every module an ``import`` or ``from ... import`` of ``code`` names, and every string
+    constant that looks like a dotted module path (``importlib.import_module("x.y")``)."""
+    names = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and " " not in node.value:
+            names.add(node.value)
+    return names
+
+
+def notebook_code(path):
+    """The code cells of a notebook, IPython-only lines (%magic, !shell) left out."""
+    nb = nbformat.read(str(path), as_version=4)
+    return "\n".join(ln for c in nb.cells if c.cell_type == "code"
+                     for ln in c.source.splitlines() if not ln.lstrip().startswith(("%", "!")))
+
+
+def staff_imports(code):
+    return sorted(n for n in imported_modules(code) if n == "course_staff" or n.startswith("course_staff."))
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "course_utils").rglob("*.py")), ids=lambda p: p.name)
+def test_no_student_module_imports_course_staff(path):
+    assert staff_imports(path.read_text()) == [], f"{path.relative_to(ROOT)} imports the graders' package"
+
+
+@pytest.mark.parametrize("path", STUDENT_NOTEBOOKS, ids=lambda p: p.name)
+def test_no_student_notebook_imports_course_staff(path):
+    assert staff_imports(notebook_code(path)) == [], f"{path.relative_to(ROOT)} imports the graders' package"
+
+
+def test_the_import_check_sees_every_form_of_import():
+    for code in ("import course_staff", "from course_staff.harness import grade", "import course_staff.leaks as x",
+                 "import importlib\nimportlib.import_module('course_staff.solutions')"):
+        assert staff_imports(code), code
+    assert staff_imports("from course_utils.checks import needs\n# course_staff is the graders'") == []
+
+
+def test_nbgrader_config_uses_the_graders_package():
+    assert "course_staff.nbgrader_plugins" in imported_modules((ROOT / "nbgrader_config.py").read_text())
+
+
+# ----------------------------------------------------------------------------- the student edition
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    return edition.build(tmp_path_factory.mktemp("edition") / "course")
+
+
+def expected_files():
+    """Every file the edition should hold, from edition.FILES, the labs and edition.WRITTEN."""
+    files = {Path(name) / p for name, folder in edition.labs().items() for p in files_of(folder)}
+    for dst, src in edition.FILES.items():
+        src = ROOT / src
+        files |= {Path(dst) / p for p in files_of(src)} if src.is_dir() else {Path(dst)}
+    return {f for f in files | set(map(Path, edition.WRITTEN))
+            if not {"__pycache__", ".ipynb_checkpoints"} & set(f.parts) and f.suffix != ".pyc"}
+
+
+def test_edition_holds_exactly_its_file_list(built):
+    assert set(files_of(built)) == expected_files()
+    for lab in ("lab11", "lab12"):
+        assert (built / lab / f"{lab}.ipynb").read_bytes() == (ROOT / "release" / lab / f"{lab}.ipynb").read_bytes()
+    assert [p.name for p in (built / "notebooks").iterdir()] == ["00_start_here.ipynb"]
+    for absent in ("source", "tests", "benchmarks", "docs", "course_staff", "nbgrader_config.py", "release"):
+        assert not (built / absent).exists(), absent
+
+
+def test_edition_leaks_nothing(built):
+    assert leaks(built) == []
+
+
+def test_edition_installs_course_utils_with_the_repository_pins_and_nothing_else(built):
+    ours = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    theirs = tomllib.loads((built / "pyproject.toml").read_text())
+    packages = theirs["tool"]["setuptools"]["packages"]
+    assert packages == [p for p in ours["tool"]["setuptools"]["packages"] if p.split(".")[0] == "course_utils"]
+    assert "course_utils" in packages and "course_staff" not in packages
+    assert "optional-dependencies" not in theirs["project"]                  # no dev or test extras
+    deps = theirs["project"]["dependencies"]
+    assert set(deps) <= set(ours["project"]["dependencies"]) and deps
+    assert not [d for d in deps if d.startswith(edition.STAFF_ONLY)]
+    assert {"nbclient", "nbformat", "torch", "jupyterlab"} <= {d.split("==")[0] for d in deps}
+    env = (built / "environment.yml").read_text()
+    assert [ln.split("- ")[1] for ln in env.splitlines() if "==" in ln] == deps
+    assert "course_staff" not in (built / "Makefile").read_text() + (built / "README.md").read_text()
+
+
+def test_edition_readme_gives_two_commands(built):
+    readme = (built / "README.md").read_text()
+    block = readme.split("## Two commands", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    commands = [ln.split("#")[0].strip() for ln in block.strip().splitlines()]
+    assert commands == ["make lab", "make check"]
+    makefile = (built / "Makefile").read_text()
+    assert "\nlab: " in makefile and "\ncheck: " in makefile and "course_utils.selfcheck" in makefile
+    for words in ("Assignments", "Fetch", "Submit", ".ipynb", "Restart Kernel and Run All Cells"):
+        assert words in readme, words
+
+
+def test_git_edition_is_one_clean_commit(tmp_path):
+    dest = edition.build(tmp_path / "course", git=True)
+    log = subprocess.run(["git", "log", "--oneline"], cwd=dest, capture_output=True, text=True, check=True)
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=dest, capture_output=True, text=True, check=True)
+    assert len(log.stdout.splitlines()) == 1 and status.stdout == ""
+    tracked = subprocess.run(["git", "ls-files"], cwd=dest, capture_output=True, text=True, check=True)
+    assert {Path(p) for p in tracked.stdout.splitlines()} == expected_files()
+
+
+def test_build_refuses_a_folder_in_use(tmp_path):
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "notes.txt").write_text("mine")
+    with pytest.raises(SystemExit, match="not empty"):
+        edition.build(tmp_path / "used")
+    with pytest.raises(SystemExit, match="inside this repository"):
+        edition.build(ROOT / "edition")
+    assert (tmp_path / "used" / "notes.txt").read_text() == "mine" and not (ROOT / "edition").exists()
+
+
+def test_build_refuses_an_edition_that_would_leak(tmp_path, monkeypatch):
+    monkeypatch.setitem(edition.FILES, "labs_source", "source")          # a slip in the file list
+    with pytest.raises(SystemExit, match="would leak") as err:
+        edition.build(tmp_path / "course")
+    assert "source/lab11/lab11.ipynb" in str(err.value)
+    assert not (tmp_path / "course").exists() and list(tmp_path.iterdir()) == []
+
+
+# ----------------------------------------------------------------------------- the search for secrets
+def test_every_solution_and_hidden_test_has_secret_lines():
+    where = set(secret_lines().values())
+    for lab in ("lab11", "lab12"):
+        nb = nbformat.read(str(ROOT / "source" / lab / f"{lab}.ipynb"), as_version=4)
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("solution") or "BEGIN HIDDEN TESTS" in cell.source:
+                assert f"{lab} {meta['grade_id']}" in where, f"{lab} {meta['grade_id']}: no secret line found"
+
+
+def _copy_of(built, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(built, copy)
+    return copy
+
+
+def test_the_search_finds_the_source_notebooks(built, tmp_path):
+    copy = _copy_of(built, tmp_path)
+    shutil.copytree(ROOT / "source", copy / "source")
+    found = leaks(copy)
+    assert any(f.startswith("lab11 kl_estimators_solution: ") and "source/lab11/lab11.ipynb" in f for f in found)
+    assert any(f.startswith("lab12 test_gae_per_token: ") and "source/lab12/lab12.ipynb" in f for f in found)
+    assert all("source/" in f for f in found)
+
+
+def test_the_search_finds_one_pasted_hidden_test_line(built, tmp_path):
+    copy = _copy_of(built, tmp_path)
+    line = next(ln for ln, w in secret_lines().items() if w == "lab12 test_gae_per_token")
+    nb = nbformat.read(str(copy / "lab12" / "lab12.ipynb"), as_version=4)
+    nb.cells[-1].source += "\n        " + line + "   # pasted"
+    nbformat.write(nb, str(copy / "lab12" / "lab12.ipynb"))
+    assert leaks(copy) == [f"lab12 test_gae_per_token: `{line}` in lab12/lab12.ipynb"]
+
+
+def test_the_search_finds_the_graders_code(built, tmp_path):
+    copy = _copy_of(built, tmp_path)
+    (copy / "course_utils" / "extra.py").write_text("from course_staff.harness import grade\n")
+    shutil.copy(ROOT / "course_staff" / "nbgrader_plugins.py", copy / "course_utils" / "plugins.py")
+    shutil.copy(ROOT / "nbgrader_config.py", copy / "nbgrader_config.py")
+    found = leaks(copy)
+    assert "graders' code: course_utils/extra.py imports course_staff" in found
+    assert any(f.startswith("course_staff/nbgrader_plugins.py: `class ") and f.endswith("course_utils/plugins.py")
+               for f in found)
+    assert "graders' code: nbgrader_config.py is named 'nbgrader_config'" in found

@@ -1,0 +1,131 @@
+"""course_utils.selfcheck: what a student's `make check` reports.
+
+Fast tests read verdicts off hand-made executed notebooks; the slow ones run real kernels on the
+release notebook and on solved copies (course_staff.harness) with a mistake spliced in.
+"""
+
+import nbformat
+import pytest
+
+from course_utils import selfcheck
+
+
+def check_cell(grade_id, source="check()", outputs=(), execution_count=1, points=2):
+    cell = nbformat.v4.new_code_cell(source, metadata={"nbgrader": {
+        "grade": True, "solution": False, "grade_id": grade_id, "points": points, "locked": True}})
+    cell.outputs, cell.execution_count = list(outputs), execution_count
+    return cell
+
+
+def notebook(*cells):
+    return nbformat.v4.new_notebook(cells=list(cells))
+
+
+def stderr(text):
+    return nbformat.v4.new_output("stream", name="stderr", text=text)
+
+
+HEADING = nbformat.v4.new_markdown_cell("## 1. Log-probs\n### Task 1a — `response_logprobs` (2 points)")
+ANSWER = nbformat.v4.new_code_cell("def f(): raise NotImplementedError()",
+                                   metadata={"nbgrader": {"solution": True, "grade": False, "grade_id": "f_sol"}})
+
+
+def test_each_check_gets_its_task_and_verdict():
+    nb = notebook(HEADING, ANSWER, check_cell("test_a"), check_cell("test_b"), check_cell("test_c"),
+                  nbformat.v4.new_markdown_cell("### Task 2 — `g`"), check_cell("test_d"))
+    errors = {2: {"ename": "NotImplementedError", "evalue": ""},
+              3: {"ename": "AnswerError", "evalue": "f(x): expected [1.0]\n  but got [2.0]"},
+              4: {"ename": "TypeError", "evalue": "f() missing 1 required positional argument: 'x'"}}
+    found = selfcheck.verdicts(nb, errors)
+    assert [(v.status, v.label) for v in found] == [
+        ("unfinished", "Task 1a — `response_logprobs` (2 points) [check test_a]"),
+        ("failed", "Task 1a — `response_logprobs` (2 points) [check test_b]"),
+        ("failed", "Task 1a — `response_logprobs` (2 points) [check test_c]"),
+        ("passed", "Task 2 — `g` [check test_d]")]
+    assert found[1].message == "f(x): expected [1.0]\n  but got [2.0]"            # the check's own words
+    assert found[2].message.startswith("TypeError: f() missing")
+
+
+def test_errors_outside_checks_are_reported_and_answers_are_not_checks():
+    broken = nbformat.v4.new_code_cell("x = undefined_name")
+    nb = notebook(HEADING, ANSWER, broken, check_cell("test_a"))
+    found = selfcheck.verdicts(nb, {1: {"ename": "NotImplementedError"},
+                                    2: {"ename": "NameError", "evalue": "name 'undefined_name' is not defined"}})
+    assert [(v.status, v.label) for v in found] == [
+        ("unfinished", "Task 1a — `response_logprobs` (2 points) [cell 2, not a check]"),
+        ("failed", "Task 1a — `response_logprobs` (2 points) [cell 3, not a check]"),
+        ("passed", "Task 1a — `response_logprobs` (2 points) [check test_a]")]
+    assert "NameError" in found[1].message
+
+
+def test_stderr_fails_a_check_but_warnings_do_not():
+    warned = check_cell("test_w", outputs=[stderr("/x.py:3: UserWarning: careful\n  warnings.warn('careful')\n")])
+    printed = check_cell("test_p", outputs=[stderr("debug: 3\n")])
+    found = selfcheck.verdicts(notebook(HEADING, warned, printed), {})
+    assert [v.status for v in found] == ["passed", "failed"]
+    assert found[1].message == "wrote to stderr: debug: 3"
+
+
+def test_timeouts_and_a_dead_kernel_fail():
+    never_ran = check_cell("test_late", execution_count=None)
+    nb = notebook(HEADING, check_cell("test_slow"), never_ran)
+    found = selfcheck.verdicts(nb, {1: {"ename": "KeyboardInterrupt", "evalue": ""}}, fatal="the kernel died")
+    assert [v.status for v in found] == ["failed", "failed"]
+    assert f"stopped after {selfcheck.CELL_LIMIT_S} s" in found[0].message
+    assert found[1].message == "did not run: the kernel died"
+
+
+def test_exit_status_and_report(capsys):
+    assert selfcheck.exit_status([]) == 0
+    assert selfcheck.exit_status(["passed", "passed"]) == 0
+    assert selfcheck.exit_status(["passed", "unfinished"]) == 2
+    assert selfcheck.exit_status(["unfinished", "failed", "passed"]) == 1
+    found = [selfcheck.Verdict("Task 1 [check test_a]", "failed", "expected 1\nbut got 2"),
+             selfcheck.Verdict("Task 2 [check test_b]", "unfinished")]
+    assert selfcheck.report("lab11/lab11.ipynb", found) == 1
+    out = capsys.readouterr().out
+    assert "  failed      Task 1 [check test_a]\n              expected 1\n              but got 2\n" in out
+    assert "-> 0 passed, 1 failed, 1 unfinished" in out
+
+
+def test_lab_notebooks_are_those_with_checks(tmp_path):
+    for rel, nb in {"lab11/lab11.ipynb": notebook(check_cell("t")), "lab12/lab12.ipynb": notebook(check_cell("t")),
+                    "notebooks/00_start_here.ipynb": notebook(HEADING),
+                    "lab11/.ipynb_checkpoints/lab11-checkpoint.ipynb": notebook(check_cell("t"))}.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, str(tmp_path / rel))
+    assert [p.relative_to(tmp_path).as_posix() for p in selfcheck.lab_notebooks(tmp_path)] == [
+        "lab11/lab11.ipynb", "lab12/lab12.ipynb"]
+    assert selfcheck.main([str(tmp_path / "notebooks")]) == 1               # nothing to check: say so
+
+
+# ----------------------------------------------------------------------------- real kernels
+@pytest.mark.slow
+def test_release_notebook_is_all_unfinished(capsys):
+    from course_staff.harness import REPO
+
+    assert selfcheck.main([str(REPO / "release" / "lab11" / "lab11.ipynb")]) == 2
+    out = capsys.readouterr().out
+    assert out.count("  unfinished  Task") == 7 and "failed  " not in out
+
+
+@pytest.mark.slow
+def test_a_mistake_a_slow_cell_and_the_rest_passing(tmp_path, monkeypatch):
+    from course_staff.harness import solved_submission
+
+    nb = solved_submission("lab11", edits={
+        "response_logprobs_solution": [("F.log_softmax(", "F.softmax(")]})
+    nb.cells.append(nbformat.v4.new_code_cell("import time\ntime.sleep(600)"))          # a student's own cell
+    path = tmp_path / "lab11" / "lab11.ipynb"
+    path.parent.mkdir()
+    nbformat.write(nb, str(path))
+    before = path.read_bytes()
+    monkeypatch.setattr(selfcheck, "CELL_LIMIT_S", 15)       # the last cell costs 15 s, not 30
+    found = selfcheck.verdicts(*selfcheck.run(path))
+    checks = {v.label.split("[check ")[-1].rstrip("]"): v for v in found if "[check " in v.label}
+    assert checks.pop("test_response_logprobs").message.endswith(
+        "Likely mistake: softmax instead of log_softmax (probabilities, not log-probabilities).")
+    assert {v.status for v in checks.values()} == {"passed"} and len(checks) == 6
+    slow = [v for v in found if "not a check" in v.label]
+    assert [(v.status, v.message) for v in slow] == [("failed", "stopped after 15 s, as the graders would stop it")]
+    assert path.read_bytes() == before                                      # the student's file is untouched

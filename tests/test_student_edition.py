@@ -1,0 +1,106 @@
+"""The student edition, tested as a new student uses it (slow: a fresh venv, JupyterLab, kernels).
+
+One test, in the order a student goes: build the edition (``make student-edition``'s code) into a
+temporary folder and search it for secrets; then, inside it and with nothing of this repository on
+PATH, run the README's first command (``make lab``: set-up in a fresh .venv, then JupyterLab, stopped
+once it answers); run the start-here notebook; run each blank lab top to bottom as JupyterLab's Run
+All would (the only tracebacks allowed are the unfinished tasks' checks); run the README's second
+command (``make check``) on the blank labs, then on the labs with every solution cell filled from
+source/ (course_staff.harness), where every visible check must pass.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_staff import edition
+from course_staff.harness import solved_submission
+from course_staff.leaks import leaks
+from make_lab import make_lab_until_it_answers
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+LABS = sorted(edition.labs())
+SETUP_LIMIT_S = 900                 # a fresh venv with torch: about 1-2 minutes here, more on a busy machine
+
+# Runs one notebook in the edition's own Python the way JupyterLab's Run All does; prints JSON.
+RUN_ALL = """
+import json, sys
+from course_utils import selfcheck
+nb, errors, fatal = selfcheck.run(sys.argv[1], grading=False)
+print(json.dumps({"fatal": fatal,
+                  "errors": {i: [selfcheck.is_check(nb.cells[i]), e["ename"]] for i, e in errors.items()},
+                  "checks": [i for i, c in enumerate(nb.cells) if selfcheck.is_check(c)],
+                  "printed": "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                                     for o in c.outputs)}))
+"""
+
+
+def student_env():
+    """The environment of a student's shell: nothing of this repository's venv on PATH."""
+    ours = str(Path(sys.executable).parent)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VIRTUAL_ENV", "PYTHONPATH", "NBGRADER_EXECUTION", "CONDA_PREFIX")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != ours)
+    return env
+
+
+def run(args, folder, env, timeout=600):
+    return subprocess.run(args, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_new_student_sets_up_works_and_checks(tmp_path):
+    t0 = time.monotonic()
+    course = edition.build(tmp_path / "course")
+    assert leaks(course) == []
+    env = student_env()
+    py = str(course / ".venv" / "bin" / "python")
+    timings = {}
+
+    # the README's first command, on a machine that has never seen the course
+    make_lab_until_it_answers(course, env, SETUP_LIMIT_S)
+    timings["make lab (set-up + JupyterLab)"] = time.monotonic() - t0
+    probe = run([py, "-c", "import course_utils, torch, importlib.util as u; print(course_utils.__file__); "
+                 "print(torch.version.cuda); print(u.find_spec('course_staff'), u.find_spec('nbgrader'))"], course, env)
+    assert probe.returncode == 0, probe.stderr
+    where, cuda, absent = probe.stdout.splitlines()
+    assert Path(where).resolve().parent == (course / "course_utils").resolve()   # the edition's own package
+    assert cuda == "None"                                                     # a CPU build of torch
+    assert absent == "None None"                                              # no graders' code, no nbgrader
+
+    # the start-here notebook: the set-up check passes in the fresh venv
+    start = json.loads(run([py, "-c", RUN_ALL, "notebooks/00_start_here.ipynb"], course, env).stdout)
+    assert start["errors"] == {} and not start["fatal"]
+    assert "All set." in start["printed"] and "As expected." in start["printed"]
+
+    # each blank lab, top to bottom: only the unfinished tasks' checks raise, and only NotImplementedError
+    for lab in LABS:
+        res = run([py, "-c", RUN_ALL, f"{lab}/{lab}.ipynb"], course, env)
+        out = json.loads(res.stdout)
+        assert not out["fatal"]
+        assert {int(i): e for i, e in out["errors"].items()} == {i: [True, "NotImplementedError"] for i in out["checks"]}
+        assert "Traceback" not in out["printed"] and "Finish Task" in out["printed"]
+    timings["start here + blank labs"] = time.monotonic() - t0 - sum(timings.values())
+
+    # the README's second command: blank labs are unfinished, every task listed
+    blank = run(["make", "check"], course, env)
+    assert blank.returncode == 2, blank.stdout + blank.stderr
+    checks = sum(1 for lab in LABS for c in nbformat.read(str(course / lab / f"{lab}.ipynb"), as_version=4).cells
+                 if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution"))
+    assert blank.stdout.count("  unfinished  ") == checks and "  failed  " not in blank.stdout
+
+    # ... and on the labs with every solution cell filled from source/, every visible check passes
+    for lab in LABS:
+        nbformat.write(solved_submission(lab), str(course / lab / f"{lab}.ipynb"))
+    solved = run(["make", "check"], course, env)
+    assert solved.returncode == 0, solved.stdout + solved.stderr
+    assert solved.stdout.count("  passed  ") == checks and "Every visible check passes" in solved.stdout
+    timings["make check twice"] = time.monotonic() - t0 - sum(timings.values())
+    print("\nstudent edition timings (s):", {k: round(v) for k, v in timings.items()})
