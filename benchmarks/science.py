@@ -1,165 +1,221 @@
-"""Lab 12's experiments over 5 seeds, with the reference solution, checked against the course's criteria.
+"""The labs' lessons, rerun over 5 seeds with the reference solution, each against a negative control.
 
-    python benchmarks/science.py            # or: make science      (about a minute with 2 processes)
+    python benchmarks/science.py                  # or: make science   (a few minutes, 2 processes)
+    python benchmarks/science.py --seeds 1 --only lab12.kl_penalty     # iterate on one experiment
 
-For each seed: ranked data (2000 prompts x 4 responses, and 2000 held-out prompts), the reward model
-(held-out accuracy against the noise ceiling), then four PPO runs of 120 iterations x 64 prompts with
-the notebook's own ``train_rlhf``: beta = 0, the default beta (RLHFConfig's), the adaptive KL
-controller, and plain PPO against PPO-ptx at the notebook's ptx beta (0.05). "start" is a held-out evaluation of SFT samples (2000
-prompts), "end" the mean of the last 10 iterations.
+An *experiment* is a small unit: ``run_seed(seed) -> {measurement: float}`` and the *criteria* read
+from those measurements. A criterion names one figure, a threshold, and one or more *negative
+controls*: the same figure after the smallest change that removes what the criterion claims (the
+controller switched off, the rankings shuffled, the KL penalty removed, ...). A criterion is worth
+something only if its controls fail it, so the script checks both:
 
-Criteria (each seed must meet all; the script fails unless at least 4 of 5 seeds do):
-    rm       held-out accuracy within 0.02 of the ceiling
-    hack     beta = 0: RM rises, gold falls by at least 0.3, digits per response rise
-    kl       default beta: final gold >= the SFT model's gold, final KL < 2
-    ctl      adaptive controller: mean KL over the last third within 30% of the target
-    ptx      PPO-ptx: final accuracy above plain PPO's at the same beta (0.05, as in the notebook)
+    controls: K/N criteria fail their negative control      (every control, every seed)
+    science: K/5 seeds meet every criterion                 (exit 1 unless K >= 4 and every control fails)
+
+Experiments live in modules listed in MODULES, each exposing ``EXPERIMENTS`` (a list of
+``Experiment``); a new module joins the table with one line there. Every seed runs all experiments in
+one worker process, so experiments of a lab can share that seed's expensive set-up (see
+science_lab12.world). Raw figures go to benchmarks/results/science.json (a full run) or
+artifacts/science.json (a partial one).
 """
 
 import argparse
 import dataclasses
+import importlib
+import json
+import math
 import multiprocessing as mp
-import random
+import os
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
-import torch
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))            # the experiment modules, next to this file
+sys.path.insert(0, str(HERE.parent))     # course_staff, from a checkout
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from course_staff.solutions import REPO, load_lab  # noqa: E402
-
-from course_utils.labeler import RESPONSE_METRICS, ranked_data, response_metrics  # noqa: E402
-from course_utils.reward_model import digit_counts, sft_offset  # noqa: E402
-from course_utils.runs import METRICS  # noqa: E402
-from course_utils.tinylm import load_sft, make_batch, sample  # noqa: E402
-
-SEEDS = range(5)
-N_PROMPTS = 2000          # ranked prompts for training, and as many held out
-N_EVAL = 2000             # SFT samples for the RM offset, and as many for the "start" figures
-TARGET_KL = 0.5           # the adaptive controller's target
-PTX_COEF = 1.0            # weight of the supervised loss in PPO-ptx
-PTX_BETA = 0.05           # the beta at which ptx and plain PPO are compared (Lab 12's Experiment 4)
-LAST = 10                 # "end" = mean of the last LAST iterations
-NEEDED = 4                # seeds that must meet every criterion
-
-_LAB = {}
+MODULES = ("science_lab11", "science_lab12")   # each defines EXPERIMENTS
+SEEDS = 5
+NEEDED = 4                                     # seeds that must meet every criterion
+RESULTS = HERE / "results" / "science.json"
 
 
-def lab(root):
-    if "ns" not in _LAB:
-        _LAB["ns"] = load_lab("lab12", root)
-    return _LAB["ns"]
+@dataclasses.dataclass(frozen=True)
+class Criterion:
+    """One claim, read from an experiment's measurements.
+
+    ``key`` is the figure; the claim is met when it is >= threshold (``above``) or <= threshold.
+    ``controls`` pairs a label with the key of the same figure under a negative control; each
+    control must fail the threshold.
+    """
+    name: str
+    claim: str
+    key: str
+    threshold: float
+    controls: tuple                    # ((label, key), ...)
+    above: bool = True
+    fmt: str = "{:.3f}"
+
+    def meets(self, value):
+        return value >= self.threshold if self.above else value <= self.threshold
+
+    def threshold_text(self):
+        return f"{'>=' if self.above else '<='} {self.fmt.format(self.threshold)}"
 
 
-@torch.no_grad()
-def evaluate(model, rm, rm_offset, seed, n=N_EVAL):
-    """Sampled (temperature 1) figures of ``model`` on n fresh prompts: the METRICS, KL excluded (0)."""
-    prompts, _ = make_batch(n, random.Random(seed))
-    out = sample(model, prompts, generator=torch.Generator().manual_seed(seed))
-    metrics = response_metrics(out)
-    return {"rm": (rm(digit_counts(out)) - rm_offset).mean().item(), "kl": 0.0,
-            **{name: metrics[name].mean().item() for name in RESPONSE_METRICS}}
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """``run_seed(seed) -> {key: float}`` and the criteria read from it.
+
+    ``smoke``: cheap enough (well under a minute of CPU for one seed) for the smoke test in make test.
+    """
+    name: str
+    run_seed: Callable
+    criteria: tuple
+    smoke: bool = False
 
 
-def end_of(hist, last=LAST):
-    return {k: sum(hist[k][-last:]) / last for k in METRICS}
+def experiments(only=None, modules=MODULES):
+    """Every Experiment of MODULES, in order (those whose name starts with one of ``only``, if given)."""
+    found = [e for m in modules for e in importlib.import_module(m).EXPERIMENTS]
+    if only:
+        found = [e for e in found if any(e.name == o or e.name.startswith(o + ".") for o in only)]
+    return found
 
 
-def run_seed(seed, root=REPO):
-    """Every figure of one seed (a dict), from the notebook's functions."""
-    ns = lab(root)
-    t0 = time.perf_counter()
-    sft = load_sft()
-    train = ranked_data(sft, N_PROMPTS, k=4, seed=seed)
-    held_out = ranked_data(sft, N_PROMPTS, k=4, seed=1000 + seed)
-    rm = ns["train_reward_model"](train, seed=seed)
-    acc, ceiling = ns["rm_accuracy"](rm, held_out)
-    rm_offset = sft_offset(rm, sft, n=N_EVAL, seed=2000 + seed)
-    start = evaluate(sft, rm, rm_offset, 3000 + seed)
-    base = ns["RLHFConfig"](seed=seed)
-    configs = {"beta=0": dataclasses.replace(base, beta=0.0),
-               f"beta={base.beta:g}": base,
-               f"target {TARGET_KL:g}": dataclasses.replace(base, target_kl=TARGET_KL),
-               f"beta={PTX_BETA:g}": dataclasses.replace(base, beta=PTX_BETA),
-               f"+ptx {PTX_COEF:g}": dataclasses.replace(base, beta=PTX_BETA, ptx_coef=PTX_COEF)}
-    runs = {}
-    for name, cfg in configs.items():
-        _, hist = ns["train_rlhf"](sft, rm, rm_offset, cfg)
-        third = len(hist["kl"]) // 3
-        runs[name] = {"end": end_of(hist), "kl_last_third": sum(hist["kl"][-third:]) / third,
-                      "beta_end": hist["beta"][-1]}
-    return {"seed": seed, "rm_acc": acc, "ceiling": ceiling, "w": rm.w.detach().tolist(), "start": start,
-            "runs": runs, "default": f"beta={base.beta:g}", "seconds": time.perf_counter() - t0}
-
-
-def criteria(r):
-    """{criterion: (met, the figures behind it)} for one seed's results."""
-    s, runs = r["start"], r["runs"]
-    b0, bd = runs["beta=0"]["end"], runs[r["default"]]["end"]
-    ctl = runs[f"target {TARGET_KL:g}"]["kl_last_third"]
-    ptx, plain = runs[f"+ptx {PTX_COEF:g}"]["end"], runs[f"beta={PTX_BETA:g}"]["end"]
-    return {
-        "rm": (r["ceiling"] - r["rm_acc"] <= 0.02, f"gap {r['ceiling'] - r['rm_acc']:.3f}"),
-        "hack": (b0["rm"] > s["rm"] and b0["gold"] <= s["gold"] - 0.3 and b0["digits"] > s["digits"],
-                 f"gold {b0['gold'] - s['gold']:+.2f}"),
-        "kl": (bd["gold"] >= s["gold"] and bd["kl"] < 2, f"gold {bd['gold'] - s['gold']:+.2f}, KL {bd['kl']:.2f}"),
-        "ctl": (abs(ctl - TARGET_KL) <= 0.3 * TARGET_KL, f"KL {ctl:.2f} vs {TARGET_KL:g}"),
-        "ptx": (ptx["acc"] > plain["acc"], f"acc {ptx['acc']:.2f} vs {plain['acc']:.2f}"),
-    }
-
-
-def table(results):
-    """One table: a row per seed and run (start = held-out SFT samples, end = last 10 iterations)."""
-    head = (f"{'seed':>4} {'RM acc/ceil':>12} {'run':>11} | {'RM':^14} {'gold':^14} {'KL':>6} "
-            f"{'acc':^12} {'malformed':^12} {'digits':^12} | criteria")
-    lines = [head, "-" * len(head)]
-    for r in results:
-        s = r["start"]
-        crit = criteria(r)
-        notes = {"beta=0": ["hack"], r["default"]: ["kl"], f"target {TARGET_KL:g}": ["ctl"],
-                 f"beta={PTX_BETA:g}": [], f"+ptx {PTX_COEF:g}": ["ptx"]}
-        for i, (name, run) in enumerate(r["runs"].items()):
-            e = run["end"]
-            acc_ceil = f"{r['rm_acc']:.3f}/{r['ceiling']:.3f}"
-            left = f"{r['seed']:>4} {acc_ceil:>12}" if i == 0 else " " * 17
-            names = (["rm"] if i == 0 else []) + notes[name]
-            marks = "; ".join(f"{n} {'ok' if crit[n][0] else 'MISS'} ({crit[n][1]})" for n in names)
-            kl = f"{e['kl']:6.2f}" if "target" not in name else f"{run['kl_last_third']:6.2f}"
-            lines.append(
-                f"{left} {name:>11} | {s['rm']:+.2f} -> {e['rm']:+.2f} {s['gold']:+.2f} -> {e['gold']:+.2f} "
-                f"{kl} {s['acc']:.2f} -> {e['acc']:.2f} {s['malformed']:.2f} -> {e['malformed']:.2f} "
-                f"{s['digits']:.2f} -> {e['digits']:.2f} |" + (f" {marks}" if marks else ""))
-    lines.append(f"start: held-out SFT samples ({N_EVAL} prompts); end: mean of the last {LAST} iterations; "
-                 f"the controller's KL is the mean over the last third")
-    return "\n".join(lines)
+# ----------------------------------------------------------------------------- running
+def run_one_seed(seed, names=None):
+    """{experiment name: measurements} of one seed, for the experiments named (all by default)."""
+    out = {}
+    for exp in experiments(names):
+        t0 = time.process_time()
+        figures = {k: float(v) for k, v in exp.run_seed(seed).items()}      # numpy scalars too
+        out[exp.name] = dict(figures, cpu_s=time.process_time() - t0)
+    return out
 
 
 def _worker(args):
-    seed, root = args
-    return run_seed(seed, root)
+    seed, names = args
+    return run_one_seed(seed, names)
 
 
+def run(seeds, names=None, jobs=1):
+    """[{experiment name: measurements} per seed]; seeds run in ``jobs`` forked processes."""
+    tasks = [(seed, names) for seed in seeds]
+    if jobs > 1 and len(tasks) > 1:
+        with mp.get_context("fork").Pool(min(jobs, len(tasks))) as pool:
+            return pool.map(_worker, tasks, chunksize=1)
+    return [_worker(t) for t in tasks]
+
+
+# ----------------------------------------------------------------------------- judging
+@dataclasses.dataclass
+class Verdict:
+    """One criterion over the seeds: its values, whether each seed met it, and each control's values."""
+    experiment: str
+    criterion: Criterion
+    values: list
+    met: list
+    controls: dict                     # {label: [value per seed]}
+
+    @property
+    def controls_fail(self):
+        """True when every control fails the criterion on every seed."""
+        return all(not self.criterion.meets(v) for vals in self.controls.values() for v in vals)
+
+
+def judge(exps, results):
+    """[Verdict] of every criterion of ``exps`` over ``results`` (one dict per seed)."""
+    verdicts = []
+    for exp in exps:
+        for c in exp.criteria:
+            values = [r[exp.name][c.key] for r in results]
+            controls = {label: [r[exp.name][key] for r in results] for label, key in c.controls}
+            verdicts.append(Verdict(exp.name, c, values, [c.meets(v) for v in values], controls))
+    return verdicts
+
+
+NAME_WIDTH, CELL_WIDTH = 64, 9
+
+
+def _cell(c, v, bad):
+    text = "nan" if math.isnan(v) else c.fmt.format(v)
+    return f"{text + ('!' if bad else ' '):>{CELL_WIDTH}}"
+
+
+def table(verdicts, seeds):
+    """Per experiment, a row per criterion (its value per seed; ! = missed) and under it a row per
+    control (the same figure under the control; ! = the control meets the criterion, which it must not)."""
+    head = f"{'experiment / criterion: claim':<{NAME_WIDTH}} {'threshold':>10} " + "".join(
+        f"{'seed ' + str(s):>{CELL_WIDTH}}" for s in seeds)
+    lines = [head, "-" * (len(head) + 12)]
+    experiment = None
+    for v in verdicts:
+        c = v.criterion
+        if v.experiment != experiment:
+            experiment = v.experiment
+            lines.append(experiment)
+        cells = "".join(_cell(c, x, not ok) for x, ok in zip(v.values, v.met))
+        name = f"  {c.name:<14} {c.claim}"
+        lines.append(f"{name[:NAME_WIDTH]:<{NAME_WIDTH}} {c.threshold_text():>10} {cells}  met {sum(v.met)}/{len(v.met)}")
+        for label, vals in v.controls.items():
+            fails = [not c.meets(x) for x in vals]
+            cells = "".join(_cell(c, x, not f) for x, f in zip(vals, fails))
+            name = f"{'':17}control: {label}"
+            lines.append(f"{name[:NAME_WIDTH]:<{NAME_WIDTH}} {'':>10} {cells}  fails {sum(fails)}/{len(fails)}")
+    lines.append("! on a criterion: that seed misses it; ! on a control: that control meets the criterion "
+                 "(it should fail)")
+    return "\n".join(lines)
+
+
+def summary(verdicts, n_seeds):
+    """The two closing lines, and whether the run passes."""
+    failing = sum(v.controls_fail for v in verdicts)
+    seeds_ok = sum(all(v.met[i] for v in verdicts) for i in range(n_seeds))
+    lines = [f"controls: {failing}/{len(verdicts)} criteria fail their negative control",
+             f"science: {seeds_ok}/{n_seeds} seeds meet every criterion"]
+    ok = failing == len(verdicts) and seeds_ok >= min(NEEDED, n_seeds)
+    return lines, ok
+
+
+# ----------------------------------------------------------------------------- main
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Lab 12's experiments over 5 seeds, checked against criteria")
-    parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
-    parser.add_argument("--seeds", type=int, default=len(SEEDS), help="number of seeds (default 5)")
-    parser.add_argument("--root", default=str(REPO), help="course root holding source/lab12/lab12.ipynb")
+    parser = argparse.ArgumentParser(description="the labs' lessons over 5 seeds, each against a negative control")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes, one seed each (default 2)")
+    parser.add_argument("--seeds", type=int, default=SEEDS, help=f"number of seeds (default {SEEDS})")
+    parser.add_argument("--only", nargs="*", help="experiments (or labs: lab11, lab12) to run")
+    parser.add_argument("--smoke", action="store_true", help="only the experiments of the smoke test")
     args = parser.parse_args(argv)
-    lab(args.root)                                    # fail early (and before forking) if the notebook is broken
+
+    exps = [e for e in experiments(args.only) if e.smoke or not args.smoke]
+    names = [e.name for e in exps]
+    seeds = list(range(args.seeds))
     t0 = time.perf_counter()
-    tasks = [(seed, args.root) for seed in range(args.seeds)]
-    if args.jobs > 1:
-        with mp.get_context("fork").Pool(args.jobs) as pool:
-            results = pool.map(_worker, tasks)
-    else:
-        results = [_worker(t) for t in tasks]
-    print(table(results))
-    met = [r["seed"] for r in results if all(ok for ok, _ in criteria(r).values())]
-    print(f"({time.perf_counter() - t0:.0f} s, {args.jobs} process{'es' if args.jobs > 1 else ''})")
-    print(f"science: {len(met)}/{len(results)} seeds meet every criterion")
-    return 0 if len(met) >= min(NEEDED, len(results)) else 1
+    results = run(seeds, names, args.jobs)
+    wall = time.perf_counter() - t0
+    verdicts = judge(exps, results)
+    print(table(verdicts, seeds))
+    cpu = sum(m["cpu_s"] for r in results for m in r.values())
+    load = f", load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores" if hasattr(os, "getloadavg") else ""
+    print(f"({wall:.0f} s wall, {cpu:.0f} s CPU in {args.jobs} process{'es' if args.jobs > 1 else ''}{load})")
+
+    full = not args.only and not args.smoke and args.seeds == SEEDS
+    out = RESULTS if full else HERE.parent / "artifacts" / "science.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"seeds": seeds, "wall_s": round(wall, 1), "results": results,
+                               "criteria": [{"experiment": v.experiment, "name": v.criterion.name,
+                                             "claim": v.criterion.claim,
+                                             "threshold": v.criterion.threshold_text(), "values": v.values,
+                                             "controls": v.controls, "met": v.met,
+                                             "controls_fail": v.controls_fail} for v in verdicts]},
+                              indent=1) + "\n")
+    lines, ok = summary(verdicts, len(seeds))
+    print(f"raw figures: {out.relative_to(HERE.parent)}")
+    print("\n".join(lines))
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import science                      # one copy of this module: the experiment modules import it too
+    sys.exit(science.main())
