@@ -30,31 +30,47 @@ SEEDS = [0, 1, 2]                        # PPO seeds; 0 is the seed of the noteb
 KEYS = list(METRICS) + ["beta"]
 
 
+def reference_cache(lab):
+    """A RunCache as the notebook makes it: the reward model fit on RM_DATA, its offset, train_rlhf."""
+    cache = RunCache(load_sft())
+    cache.fit_reward_model(lab["train_reward_model"])
+    cache.use(lab["train_rlhf"])
+    return cache
+
+
+def reference_run(lab, cache, beta, seed):
+    """One reference history, {key: [value per iteration]} rounded as the file stores it."""
+    _, hist = cache.run(dataclasses.replace(lab["RLHFConfig"](), beta=beta, seed=seed))
+    return {k: [round(v, 4) for v in hist[k]] for k in KEYS}
+
+
+def reference_meta(lab, cache):
+    """What the file records about how its runs were made (the drift test compares it)."""
+    config = dataclasses.asdict(lab["RLHFConfig"]())
+    return {"what": "Lab 12 reference PPO runs (instructor's solution), one history per PPO seed",
+            "betas": list(SWEEP_BETAS), "seeds": SEEDS, "kappa": KAPPA, "rm_offset": round(cache.rm_offset, 6),
+            "rm_weights": [round(w, 6) for w in cache.rm.w.tolist()],
+            "config": {k: v for k, v in config.items() if k not in ("beta", "seed")},
+            "torch": torch.__version__, "keys": KEYS}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REFERENCE_PATH)
     args = parser.parse_args()
 
     lab = load_lab("lab12", REPO)
-    cache = RunCache(load_sft())
-    rm = cache.fit_reward_model(lab["train_reward_model"])
-    rm_offset = cache.rm_offset
-    cache.use(lab["train_rlhf"])
-    base = lab["RLHFConfig"]()
+    cache = reference_cache(lab)
     runs = {}
     for beta in SWEEP_BETAS:
         runs[repr(beta)] = []
         for seed in SEEDS:
             t0 = time.perf_counter()
-            _, hist = cache.run(dataclasses.replace(base, beta=beta, seed=seed))
-            runs[repr(beta)].append({k: [round(v, 4) for v in hist[k]] for k in KEYS})
+            hist = reference_run(lab, cache, beta, seed)
+            runs[repr(beta)].append(hist)
             print(f"beta {beta:<5g} seed {seed}: gold {sum(hist['gold'][-10:]) / 10:+.2f}  "
                   f"KL {sum(hist['kl'][-10:]) / 10:6.2f}  ({time.perf_counter() - t0:.1f} s)", flush=True)
-    meta = {"what": "Lab 12 reference PPO runs (instructor's solution), one history per PPO seed",
-            "betas": list(SWEEP_BETAS), "seeds": SEEDS, "kappa": KAPPA, "rm_offset": round(rm_offset, 6),
-            "rm_weights": [round(w, 6) for w in rm.w.tolist()],
-            "config": {k: v for k, v in dataclasses.asdict(base).items() if k not in ("beta", "seed")},
-            "torch": torch.__version__, "keys": KEYS}
+    meta = reference_meta(lab, cache)
     args.out.write_text(json.dumps({"meta": meta, "runs": runs}, separators=(",", ":")) + "\n")
     print(f"wrote {args.out} ({args.out.stat().st_size / 1024:.0f} KiB)")
 
