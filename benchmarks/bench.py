@@ -2,18 +2,22 @@
 
     python benchmarks/bench.py              # or: make bench          (about 10 minutes)
     python benchmarks/bench.py --quick      # one run of each instead of three (a few minutes)
-    python benchmarks/bench.py --make-test  # also time `make test` (long)
+    python benchmarks/bench.py --make-test  # only `make test`, on a fresh clone of HEAD (long)
+    python benchmarks/bench.py --markdown   # the table of benchmarks/README.md, from results/*.json
 
 Prints the machine, then one line per measurement: the median over repeated runs (every run in
 brackets) and its budget. The last line reads ``bench: K/N budgets met`` and names the misses.
-The labs' functions come from their source notebooks (``course_staff.solutions.load_lab``), so the figures are those
-of the reference solution. Raw figures are also written to artifacts/bench.json.
+The labs' functions come from their source notebooks (``course_staff.solutions.load_lab``), so the
+figures are those of the reference solution. Both sides of a ratio run with the same settings.
+The raw figures of the latest run go to benchmarks/results/bench.json (make_test.json for
+--make-test): commit them with the README table that quotes them (``--markdown`` renders it).
 """
 
 import argparse
 import json
 import os
 import platform
+import re
 import resource
 import shutil
 import statistics
@@ -25,6 +29,7 @@ import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"           # the raw figures of the latest run, committed with the README quoting them
 sys.path.insert(0, str(HERE.parent))   # course_staff, from a checkout
 from course_staff.solutions import REPO, load_lab, notebook_path  # noqa: E402
 
@@ -56,7 +61,7 @@ class Report:
         print(f"  {what:<44} {fmt(med):>8} {unit:<2} {runs_txt:<24} {budget_txt:<12} {status} {note}".rstrip(),
               flush=True)
         self.rows.append({"what": what, "median": med, "runs": runs, "unit": unit, "budget": budget,
-                          "ok": ok, "note": note})
+                          "ok": ok, "note": note, "figure": f"{fmt(med)} {unit}"})
         if budget is not None:
             self.budgets.append((what, ok, f"{fmt(med)} {unit} > {budget:g} {unit}"))
         return med
@@ -66,7 +71,8 @@ class Report:
         r = num / den
         ok = r <= budget
         print(f"  {what:<44} {r:>8.2f} x  {'':<24} <= {budget:g} x      {'ok' if ok else 'MISS'}", flush=True)
-        self.rows.append({"what": what, "median": r, "runs": [r], "unit": "x", "budget": budget, "ok": ok})
+        self.rows.append({"what": what, "median": r, "runs": [r], "unit": "x", "budget": budget, "ok": ok,
+                          "figure": f"{r:.2f} x", "note": ""})
         self.budgets.append((what, ok, f"{r:.2f} x > {budget:g} x"))
 
     def missing(self, what, why, budgeted=True):
@@ -171,30 +177,54 @@ def bench_ppo(report, repeats, ctx):
 
 
 def bench_exact(report, repeats, ctx):
+    """exact_optimum_of for all 100 prompts: cold (the response tree built first, as on a notebook's
+    first call) and warm (the tree cached: reference-model pass, rewards, solve); then one beta alone."""
     from course_utils import response_tree as exact
-    times, opt, cpu = timed(lambda: exact.exact_optimum_of(ctx["sft"], ctx["rm"], ctx["rm_offset"], beta=0.1),
-                            repeats)
-    report.add("exact optimum, 100 prompts (from models)", times, budget=3,
+
+    def cold():
+        exact._build.cache_clear()                          # ResponseTree.build keeps the last few trees
+        return exact.exact_optimum_of(ctx["sft"], ctx["rm"], ctx["rm_offset"], beta=0.1)
+
+    times, opt, cpu = timed(cold, repeats)
+    report.add("exact optimum, cold: tree built, 100 prompts", times, budget=3,
                note=f"({cpu_note(cpu)}; J* {opt.objective:+.3f}, gold {opt.stats.gold:+.2f}, KL {opt.stats.kl:.2f})")
+    times, _, cpu = timed(lambda: exact.exact_optimum_of(ctx["sft"], ctx["rm"], ctx["rm_offset"], beta=0.1), repeats)
+    report.add("exact optimum, warm: tree cached", times, budget=3, note=f"({cpu_note(cpu)})")
     tree = exact.ResponseTree.build()
     ref_logp, rewards = tree.logprobs(ctx["sft"]), tree.rm_rewards(ctx["rm"], ctx["rm_offset"])
     ctx["tree"] = (tree, ref_logp, rewards)
     times, _, _ = timed(lambda: exact.exact_optimum(tree, ref_logp, rewards, 0.1), max(repeats, 5))
-    report.add("exact optimum, cached tree (one beta)", [t * 1000 for t in times], unit="ms")
+    report.add("exact optimum, one beta on cached log-probs", [t * 1000 for t in times], unit="ms")
 
 
 # ----------------------------------------------------------------------------- sliders
-def slider(report, what, update, values):
-    times = []
-    for v in (values * SLIDER_CALLS)[:SLIDER_CALLS]:
+def slider(report, what, make_view, positions, repeats):
+    """Two figures per slider, each against its budget: the first draw (a fresh view built and
+    prepared by ``make_view``, then its first frame: what a student waits for before the slider
+    shows; median over ``repeats`` fresh views) and the median of the later moves (SLIDER_CALLS - 1
+    other positions). ``positions(view)``: the slider positions to visit."""
+    firsts, builds, cpus = [], [], []
+    for _ in range(repeats):
+        c0, t0 = time.process_time(), time.perf_counter()
+        view = make_view()
+        t1 = time.perf_counter()
+        values = (list(positions(view)) * SLIDER_CALLS)[:SLIDER_CALLS]
+        view.update(values[0])
+        firsts.append((time.perf_counter() - t0) * 1000)
+        builds.append((t1 - t0) * 1000)
+        cpus.append((time.process_time() - c0) * 1000)
+    moves = []
+    for v in values[1:]:
         t0 = time.perf_counter()
-        update(v)
-        times.append((time.perf_counter() - t0) * 1000)
-    report.add(f"slider: {what}", [statistics.median(times)], unit="ms", budget=150,
-               note=f"(median of {SLIDER_CALLS}, max {max(times):.0f} ms)")
+        view.update(v)
+        moves.append((time.perf_counter() - t0) * 1000)
+    report.add(f"slider: {what}, first draw", firsts, unit="ms", budget=600,
+               note=f"(preparing the view {statistics.median(builds):.0f} ms of it; cpu {statistics.median(cpus):.0f} ms)")
+    report.add(f"slider: {what}, later moves", [statistics.median(moves)], unit="ms", budget=150,
+               note=f"(median of {len(moves)}, max {max(moves):.0f} ms)")
 
 
-def bench_lab11_sliders(report):
+def bench_lab11_sliders(report, repeats):
     from course_utils.views import lab11 as views
     from course_utils.twotoken import two_token_logits, two_token_policy, two_token_rewards
 
@@ -203,13 +233,18 @@ def bench_lab11_sliders(report):
     prompt = "7+5="
     ref_first, ref_second = two_token_policy(two_token_logits(sft, prompt), 1.0)
     rewards = two_token_rewards(prompt)
-    view = views.TemperatureView(sft, prompt, lab.get("generate"))
-    temps = [float(t) for t in view.temperatures[::3]]          # 21 different T: samples drawn on the way
-    slider(report, "Lab 11 temperature (TemperatureView)", view.update, temps)
-    view = views.BetaView(ref_first, ref_second, rewards, lab["tilted_optimum"], lab["kl_objective"])
-    slider(report, "Lab 11 beta (BetaView)", view.update, [float(b) for b in view.betas[::3]])
-    view = views.SoftValueView(ref_first, ref_second, rewards, lab["token_level_optimum"], lab["tilted_optimum"])
-    slider(report, "Lab 11 soft values (SoftValueView)", view.update, [float(b) for b in view.betas[::3]])
+    every_third_beta = lambda view: [float(b) for b in view.betas[::3]]     # noqa: E731
+    slider(report, "Lab 11 temperature (TemperatureView)",
+           lambda: views.TemperatureView(sft, prompt, lab.get("generate")).prepare(),
+           lambda view: [float(t) for t in view.temperatures[::3]], repeats)   # 21 T: samples drawn on the way
+    slider(report, "Lab 11 beta (BetaView)",
+           lambda: views.BetaView(ref_first, ref_second, rewards, lab["tilted_optimum"],
+                                  lab["kl_objective"]).prepare(),
+           every_third_beta, repeats)
+    slider(report, "Lab 11 soft values (SoftValueView)",
+           lambda: views.SoftValueView(ref_first, ref_second, rewards, lab["token_level_optimum"],
+                                       lab["tilted_optimum"]).prepare(),
+           every_third_beta, repeats)
 
 
 def cached_runs(ctx):
@@ -230,25 +265,23 @@ def cached_runs(ctx):
     return runs
 
 
-def bench_lab12_sliders(report, ctx):
+def bench_lab12_sliders(report, ctx, repeats):
     from course_utils.views import lab12 as views
 
     runs, cfg = cached_runs(ctx), ctx["lab"]["RLHFConfig"]()
-    explorer = views.CurveExplorer(runs, cfg)
-    times, _, cpu = timed(explorer.prepare, 1)
-    report.add("CurveExplorer: sweep from the cache, first draw", times, note=f"({cpu_note(cpu)})")
-    slider(report, "Lab 12 PPO curves (CurveExplorer)", explorer.update, list(explorer.sweep))
-    samples = views.SampleExplorer(runs, {"PPO": cfg})
-    times, _, cpu = timed(samples.prepare, 1)
-    report.add("SampleExplorer: SFT and PPO on the tree", times, note=f"({cpu_note(cpu)})")
-    slider(report, "Lab 12 samples (SampleExplorer)", samples.update, list(samples.temperatures))
+    # a fresh view each time: its first draw includes taking the sweep from the cache
+    slider(report, "Lab 12 PPO curves (CurveExplorer)", lambda: views.CurveExplorer(runs, cfg).prepare(),
+           lambda view: list(view.sweep), repeats)
+    slider(report, "Lab 12 samples (SampleExplorer)", lambda: views.SampleExplorer(runs, {"PPO": cfg}).prepare(),
+           lambda view: list(view.temperatures), repeats)
 
 
-def bench_exact_sliders(report, ctx):
+def bench_exact_sliders(report, ctx, repeats):
     from course_utils.views import lab12 as views
 
-    view = views.OptimumSlider(cached_runs(ctx)).prepare()
-    slider(report, "exact optimum beta (OptimumSlider)", view.update, [float(b) for b in view.betas[::2]])
+    runs = cached_runs(ctx)
+    slider(report, "exact optimum beta (OptimumSlider)", lambda: views.OptimumSlider(runs).prepare(),
+           lambda view: [float(b) for b in view.betas[::2]], repeats)
 
 
 # ----------------------------------------------------------------------------- notebooks
@@ -321,21 +354,32 @@ def bench_run_all(report, repeats, lab, budget):
     PEAKS[f"{lab} kernel (Run All)"] = max(_KERNEL_PEAK_MIB)
 
 
+def grader_execute_options():
+    """nbgrader_config.py's Execute settings (cell timeout, kernel shutdown, ...) as nbconvert options:
+    nbgrader's Execute is an ExecutePreprocessor, so plain execution can run with the same ones."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(REPO)).load_config()
+    return [f"--ExecutePreprocessor.{key}={value}" for key, value in config.Execute.items()]
+
+
 def _nbconvert_execute(path, env_extra):
-    """`jupyter nbconvert --execute` of one notebook, as a command: seconds."""
+    """`jupyter nbconvert --execute` of one notebook, as a command, with the grader's Execute
+    settings (kernel shutdown included): seconds."""
     env = {k: v for k, v in os.environ.items() if k != "NBGRADER_EXECUTION"}
     env.update(env_extra)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     t0 = time.perf_counter()
     subprocess.run([str(Path(sys.executable).parent / "jupyter"), "nbconvert", "--to", "notebook", "--execute",
-                    "--output", str(path.with_name("executed.ipynb")), str(path)],
+                    *grader_execute_options(), "--output", str(path.with_name("executed.ipynb")), str(path)],
                    cwd=path.parent, env=env, capture_output=True, check=True)
     return time.perf_counter() - t0
 
 
 def bench_autograde(report, repeats, lab):
     """`nbgrader autograde` of one solved submission against `jupyter nbconvert --execute` of the same
-    notebook, both commands with NBGRADER_EXECUTION set (the grader's view of the notebook)."""
+    notebook: both commands with NBGRADER_EXECUTION set (the grader's view of the notebook) and the
+    same Execute settings (nbgrader_config.py's timeout and immediate kernel shutdown)."""
     import nbformat
     from course_staff import harness
 
@@ -360,18 +404,57 @@ def bench_autograde(report, repeats, lab):
         scores = grades.get("bench", {})
         total, best = sum(scores.values()), sum(harness.max_scores(course, lab).values())
     a = report.add(f"autograde {lab}: nbgrader autograde", graded, note=f"(one submission, scored {total:g}/{best:g})")
-    p = report.add(f"plain: jupyter nbconvert --execute", plain,
+    p = report.add("plain: jupyter nbconvert --execute (same Execute settings)", plain,
                    note=f"(its cells alone {statistics.median(cells):.1f} s)")
     report.ratio(f"autograde / plain execution, {lab}", a, p, 1.3)
 
 
 def bench_make_test(report):
-    t0 = time.perf_counter()
-    res = subprocess.run(["make", "test"], cwd=REPO, capture_output=True, text=True)
-    seconds = time.perf_counter() - t0
-    tail = res.stdout.strip().splitlines()[-1:] if res.stdout.strip() else []
-    report.add("make test", [seconds / 60], unit="min", budget=15,
-               note=f"(exit {res.returncode}{': ' + tail[0] if tail else ''})")
+    """`make test` on a fresh clone of this repository's HEAD (committed work only), as a newcomer
+    runs it: virtual environment set-up, browser check and the whole suite. The note quotes
+    pytest's summary line."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "MAKEFLAGS", "MAKELEVEL")}
+    ours = str(Path(sys.executable).parent)                 # this venv must not stand in for the clone's
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != ours)
+    with tempfile.TemporaryDirectory() as tmp:
+        clone = Path(tmp) / "course"
+        subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
+        t0 = time.perf_counter()
+        res = subprocess.run(["make", "test"], cwd=clone, env=env, capture_output=True, text=True)
+        seconds = time.perf_counter() - t0
+    lines = res.stdout.strip().splitlines()
+    summary = next((ln.strip("= ") for ln in reversed(lines) if re.search(r"\b(passed|failed)\b", ln)), "")
+    if res.returncode:
+        print(res.stdout[-3000:], res.stderr[-3000:], sep="\n")
+    report.add("`make test` on a fresh clone (set-up included)", [seconds / 60], unit="min", budget=15,
+               note=f"(exit {res.returncode}; {summary})")
+
+
+# ----------------------------------------------------------------------------- results
+def commit():
+    res = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    return res.stdout.strip() or "unknown"
+
+
+def markdown():
+    """The table benchmarks/README.md quotes, rendered from the committed raw figures."""
+    lines = ["| measurement | figure | budget | |", "| --- | --- | --- | --- |"]
+    sources = []
+    for path in (RESULTS / "bench.json", RESULTS / "make_test.json"):
+        if not path.exists():
+            continue
+        data = json.loads(path.read_text())
+        sources.append(f"`{path.relative_to(REPO)}`: {data['command']} at commit {data['commit']}; "
+                       f"{data['machine']}; load average {data['load'][0]:.1f} at the start, "
+                       f"{data['load'][1]:.1f} at the end")
+        for row in data["rows"]:
+            budget = "" if row.get("budget") is None else f"<= {row['budget']:g} {row['unit']}"
+            status = {True: "ok", False: "MISS", None: ""}[row["ok"]]
+            figure = row.get("figure", "n/a")
+            lines.append(f"| {row['what']} | {figure} {row.get('note', '')} | {budget} | {status} |".replace("  ", " "))
+        if "summary" in data:
+            lines.append(f"| **{data['summary'].split(';')[0]}** | | | |")
+    return "\n".join(lines + [""] + [f"* {s}" for s in sources])
 
 
 # ----------------------------------------------------------------------------- main
@@ -379,11 +462,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="time the course's paths against their budgets")
     parser.add_argument("--quick", action="store_true", help="one run of each measurement instead of three")
     parser.add_argument("--repeats", type=int, default=None, help="runs per measurement (default 3)")
-    parser.add_argument("--make-test", action="store_true", help="also time `make test` (long)")
+    parser.add_argument("--make-test", action="store_true",
+                        help="time only `make test` on a fresh clone (long); figures to results/make_test.json")
+    parser.add_argument("--markdown", action="store_true", help="print the README table from results/*.json")
     args = parser.parse_args(argv)
+    if args.markdown:
+        print(markdown())
+        return 0
     repeats = args.repeats or (1 if args.quick else 3)
 
     report = Report()
+    load_start = os.getloadavg()[0]
     print(f"machine: {machine()}")
     print(f"medians over {repeats} run{'s' if repeats > 1 else ''} (in brackets); reference solution\n", flush=True)
 
@@ -395,6 +484,31 @@ def main(argv=None):
             traceback.print_exc()
             report.missing(title, f"failed: {type(err).__name__}: {err}")
 
+    if args.make_test:
+        section("make test", bench_make_test, report)
+        out = RESULTS / "make_test.json"
+    else:
+        measure_everything(report, repeats, section)
+        PEAKS["this process (PPO, RM, exact optimum, sliders)"] = \
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print("peak memory (resident): " + ", ".join(f"{k} {v:.0f} MiB" for k, v in PEAKS.items()))
+        out = RESULTS / "bench.json"
+    load_end = os.getloadavg()[0]
+    print(f"load average at the end: {load_end:.2f} (on {os.cpu_count()} cores: figures above "
+          f"{'are inflated by other work' if max(load_start, load_end) > 1.2 else 'were taken on a quiet machine'})")
+    line = report.summary()
+    out.parent.mkdir(exist_ok=True)
+    command = "python benchmarks/bench.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    out.write_text(json.dumps({"command": command.strip(), "commit": commit(), "machine": machine(),
+                               "load": [load_start, load_end], "repeats": repeats, "rows": report.rows,
+                               "peak_mib": PEAKS, "summary": line}, indent=1) + "\n")
+    print(f"raw figures: {out.relative_to(REPO)}")
+    print(line)
+    return 0 if all(ok for _, ok, _ in report.budgets) else 1
+
+
+def measure_everything(report, repeats, section):
+    """Every measurement but `make test`, in the order the table lists them."""
     section("course_utils", bench_import, report, repeats)
     section("course_utils (SFT)", bench_sft, report, repeats)
     ctx = None
@@ -405,36 +519,21 @@ def main(argv=None):
         section("exact optimum", bench_exact, report, repeats, ctx)
     else:
         report.missing("one PPO run / exact optimum", "source/lab12/lab12.ipynb missing or broken")
-    print("sliders (update functions)", flush=True)
+    print("sliders", flush=True)
     if notebook_path("lab11").exists():
-        section("Lab 11 sliders", bench_lab11_sliders, report)
+        section("Lab 11 sliders", bench_lab11_sliders, report, repeats)
     else:
         report.missing("Lab 11 sliders", "source/lab11/lab11.ipynb missing")
     if ctx and "policy" in ctx:
-        section("Lab 12 sliders", bench_lab12_sliders, report, ctx)
+        section("Lab 12 sliders", bench_lab12_sliders, report, ctx, repeats)
         if "tree" in ctx:
-            section("exact optimum sliders", bench_exact_sliders, report, ctx)
+            section("exact optimum sliders", bench_exact_sliders, report, ctx, repeats)
     print("notebooks", flush=True)
     section("Run All lab11", bench_run_all, report, repeats, "lab11", 20)
     section("Run All lab12", bench_run_all, report, repeats, "lab12", 90)
     print("grading", flush=True)
     for lab in LABS:
         section(f"autograde {lab}", bench_autograde, report, repeats, lab)
-    if args.make_test:
-        print("tests", flush=True)
-        section("make test", bench_make_test, report)
-
-    PEAKS["this process (PPO, RM, exact optimum, sliders)"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print("peak memory (resident): " + ", ".join(f"{k} {v:.0f} MiB" for k, v in PEAKS.items()))
-    print(f"load average at the end: {os.getloadavg()[0]:.2f} (on {os.cpu_count()} cores: figures above "
-          f"{'are inflated by other work' if os.getloadavg()[0] > 1.2 else 'were taken on a quiet machine'})")
-    out = REPO / "artifacts" / "bench.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"machine": machine(), "repeats": repeats, "rows": report.rows,
-                               "peak_mib": PEAKS}, indent=1))
-    line = report.summary()
-    print(line)
-    return 0 if all(ok for _, ok, _ in report.budgets) else 1
 
 
 if __name__ == "__main__":

@@ -124,6 +124,14 @@ class Verdict:
         """True when every control fails the criterion on every seed."""
         return all(not self.criterion.meets(v) for vals in self.controls.values() for v in vals)
 
+    def as_dict(self):
+        c = self.criterion
+        return {"experiment": self.experiment, "name": c.name, "claim": c.claim, "fmt": c.fmt,
+                "threshold": c.threshold_text(), "values": self.values, "met": self.met,
+                "controls": {label: {"values": vals, "fails": [not c.meets(x) for x in vals]}
+                             for label, vals in self.controls.items()},
+                "controls_fail": self.controls_fail}
+
 
 def judge(exps, results):
     """[Verdict] of every criterion of ``exps`` over ``results`` (one dict per seed)."""
@@ -179,6 +187,28 @@ def summary(verdicts, n_seeds):
     return lines, ok
 
 
+def markdown(path=RESULTS):
+    """The table benchmarks/README.md quotes: each criterion and its controls over the seeds (the
+    range of their figures), rendered from the committed raw figures."""
+    data = json.loads(Path(path).read_text())
+    n = len(data["seeds"])
+    lines = ["| criterion | threshold | figures over the seeds | met | negative control | its figures | fails |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    span = lambda fmt, vals: (fmt.format(min(vals)) if fmt.format(min(vals)) == fmt.format(max(vals))  # noqa: E731
+                              else f"{fmt.format(min(vals))} .. {fmt.format(max(vals))}")
+    for c in data["criteria"]:
+        thr, fmt = c["threshold"], c["fmt"]
+        first = True
+        for label, control in c["controls"].items():
+            claim = c["claim"].replace("|", "\\|")                   # a pipe would end the cell
+            left = (f"| `{c['experiment']}.{c['name']}`: {claim} | {thr} | {span(fmt, c['values'])} | "
+                    f"{sum(c['met'])}/{n} |") if first else "| | | | |"
+            lines.append(f"{left} {label} | {span(fmt, control['values'])} | {sum(control['fails'])}/{n} |")
+            first = False
+    lines += ["", f"`{data['summary'][0]}`  ", f"`{data['summary'][1]}`"]
+    return "\n".join(lines)
+
+
 # ----------------------------------------------------------------------------- main
 def main(argv=None):
     parser = argparse.ArgumentParser(description="the labs' lessons over 5 seeds, each against a negative control")
@@ -186,7 +216,11 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, default=SEEDS, help=f"number of seeds (default {SEEDS})")
     parser.add_argument("--only", nargs="*", help="experiments (or labs: lab11, lab12) to run")
     parser.add_argument("--smoke", action="store_true", help="only the experiments of the smoke test")
+    parser.add_argument("--markdown", action="store_true", help="print the README table from results/science.json")
     args = parser.parse_args(argv)
+    if args.markdown:
+        print(markdown())
+        return 0
 
     exps = [e for e in experiments(args.only) if e.smoke or not args.smoke]
     names = [e.name for e in exps]
@@ -197,20 +231,17 @@ def main(argv=None):
     verdicts = judge(exps, results)
     print(table(verdicts, seeds))
     cpu = sum(m["cpu_s"] for r in results for m in r.values())
-    load = f", load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores" if hasattr(os, "getloadavg") else ""
-    print(f"({wall:.0f} s wall, {cpu:.0f} s CPU in {args.jobs} process{'es' if args.jobs > 1 else ''}{load})")
+    load = os.getloadavg()[0]
+    print(f"({wall:.0f} s wall, {cpu:.0f} s CPU in {args.jobs} process{'es' if args.jobs > 1 else ''}, "
+          f"load average {load:.1f} on {os.cpu_count()} cores)")
 
     full = not args.only and not args.smoke and args.seeds == SEEDS
     out = RESULTS if full else HERE.parent / "artifacts" / "science.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"seeds": seeds, "wall_s": round(wall, 1), "results": results,
-                               "criteria": [{"experiment": v.experiment, "name": v.criterion.name,
-                                             "claim": v.criterion.claim,
-                                             "threshold": v.criterion.threshold_text(), "values": v.values,
-                                             "controls": v.controls, "met": v.met,
-                                             "controls_fail": v.controls_fail} for v in verdicts]},
-                              indent=1) + "\n")
     lines, ok = summary(verdicts, len(seeds))
+    out.write_text(json.dumps({"seeds": seeds, "jobs": args.jobs, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+                               "load": load, "summary": lines, "criteria": [v.as_dict() for v in verdicts],
+                               "results": results}, indent=1) + "\n")
     print(f"raw figures: {out.relative_to(HERE.parent)}")
     print("\n".join(lines))
     return 0 if ok else 1
