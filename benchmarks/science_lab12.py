@@ -33,7 +33,7 @@ N_PROMPTS = 2000          # ranked prompts for training, and as many held out
 N_EVAL = 2000             # SFT samples for the RM offset, and as many for the "start" figures
 LAST = 10                 # "end" = mean of the last LAST iterations
 METRICS = ("rm", "gold", "kl", "acc", "malformed", "digits")
-TARGETS = (0.25, 1.0)     # controller targets that the starting beta (0.1) misses from below and above
+TARGETS = (0.25, 1.0)     # controller targets below and above the KL that beta 0.1 settles at (0.34-0.56)
 PTX_BETA = 0.05           # the beta at which PPO-ptx and plain PPO are compared (Lab 12's Experiment 4)
 PTX_COEF = 1.0
 
@@ -134,7 +134,7 @@ def run_reward_model(seed):
 
 
 REWARD_MODEL = Experiment("lab12.reward_model", run_reward_model, smoke=True, criteria=(
-    Criterion("gold_order", "RM agrees with the noise-free gold order (held out)", "agreement_fit", 0.8,
+    Criterion("gold_order", "agreement with the noise-free gold order", "agreement_fit", 0.8,
               controls=(("initial weights (all 0)", "agreement_init"),
                         ("fit on shuffled rankings", "agreement_shuffled"))),
     Criterion("ceiling", "noise ceiling - RM held-out accuracy", "gap_fit", 0.02, above=False,
@@ -185,9 +185,11 @@ def run_controller(seed):
 
 
 CONTROLLER = Experiment("lab12.controller", run_controller, criteria=(
-    Criterion("reaches", f"targets {TARGETS}: max |KL last third - t| / t", "error", 0.3, above=False,
+    Criterion("reaches", "max over targets of |KL - t| / t (last third)", "error", 0.3, above=False,
               controls=(("fixed beta 0.1 (controller off)", "error_fixed"),), fmt="{:.2f}"),
-    Criterion("moves", "min over targets: factor beta moved toward the target", "move", 1.2,
+    # the claim is the direction; 10% (the net of five of the controller's largest steps, 2% each)
+    # keeps a rounding-sized move from counting
+    Criterion("moves", "min over targets of beta's move toward it (x)", "move", 1.1,
               controls=(("fixed beta 0.1 (controller off)", "move_fixed"),), fmt="{:.2f}"),
 ))
 
