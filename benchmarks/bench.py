@@ -293,14 +293,33 @@ def _overtime(signum, frame):
     raise _Overtime("the notebook ran past the benchmark's limit")
 
 
+_PROBE = ("import os; t = os.times(); "
+          "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0], t.user + t.system)")
+
+
+def _probe(client, nb):
+    """(peak resident MiB, CPU seconds so far) of the kernel itself, from a cell run and removed again
+    (VmHWM: the kernel's own peak; ru_maxrss here would include the forked benchmark's pages)."""
+    import nbformat
+
+    probe = nbformat.v4.new_code_cell(_PROBE)
+    nb.cells.append(probe)
+    try:
+        client.execute_cell(probe, len(nb.cells) - 1)
+    finally:
+        nb.cells.pop()
+    kib, cpu = probe.outputs[0]["text"].split()
+    return int(kib) / 1024, float(cpu)
+
+
 def _execute(nb, cwd, env_extra=None, timeout=300, limit=900):
-    """Run every cell of nb in a fresh kernel; returns (seconds for the cells, seconds with kernel start).
+    """Run every cell of nb in a fresh kernel; returns (seconds for the cells, seconds with kernel
+    start, the kernel's CPU seconds for the cells: what an idle machine would take, about).
 
     ``timeout`` bounds each cell, ``limit`` the whole run (a hung kernel must not hang the benchmark).
     """
     import signal
 
-    import nbformat
     from nbclient import NotebookClient
 
     env = {k: v for k, v in os.environ.items() if k != "NBGRADER_EXECUTION"}
@@ -313,23 +332,17 @@ def _execute(nb, cwd, env_extra=None, timeout=300, limit=900):
         t0 = time.perf_counter()
         with client.setup_kernel(env=env, cwd=str(cwd), stderr=subprocess.DEVNULL):
             client.wait_for_reply(client.kc.kernel_info())
+            _, cpu0 = _probe(client, nb)
             t1 = time.perf_counter()
             for index, cell in enumerate(nb.cells):
                 client.execute_cell(cell, index)
             t2 = time.perf_counter()
-            # VmHWM: the kernel's own peak (ru_maxrss would include the forked benchmark's pages)
-            probe = nbformat.v4.new_code_cell(
-                "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])")
-            nb.cells.append(probe)                       # the kernel's own peak memory, then gone again
-            try:
-                client.execute_cell(probe, len(nb.cells) - 1)
-            finally:
-                nb.cells.pop()
-            _KERNEL_PEAK_MIB.append(int(probe.outputs[0]["text"]) / 1024)
+            peak, cpu1 = _probe(client, nb)
+            _KERNEL_PEAK_MIB.append(peak)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
-    return t2 - t1, t2 - t0
+    return t2 - t1, t2 - t0, cpu1 - cpu0
 
 
 def bench_run_all(report, repeats, lab, budget):
@@ -339,18 +352,20 @@ def bench_run_all(report, repeats, lab, budget):
     if not path.exists():
         report.missing(f"Run All {lab} (source, kernel running)", f"{path.relative_to(REPO)} missing")
         return
-    cells, whole = [], []
+    cells, whole, cpus = [], [], []
     _KERNEL_PEAK_MIB.clear()
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp) / lab
             shutil.copytree(path.parent, work, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
             nb = nbformat.read(str(work / path.name), as_version=4)
-            c, w = _execute(nb, work)
+            c, w, cpu = _execute(nb, work)
         cells.append(c)
         whole.append(w)
+        cpus.append(cpu)
     report.add(f"Run All {lab} (source, kernel running)", cells, budget=budget,
-               note=f"(with kernel start {statistics.median(whole):.1f} s; kernel peak {max(_KERNEL_PEAK_MIB):.0f} MiB)")
+               note=f"(kernel {cpu_note(statistics.median(cpus))}; with kernel start {statistics.median(whole):.1f} s; "
+                    f"kernel peak {max(_KERNEL_PEAK_MIB):.0f} MiB)")
     PEAKS[f"{lab} kernel (Run All)"] = max(_KERNEL_PEAK_MIB)
 
 
@@ -399,7 +414,7 @@ def bench_autograde(report, repeats, lab):
             grades = harness.autograde(course, lab, {"bench": submission})
             graded.append(time.perf_counter() - t0)
             plain.append(_nbconvert_execute(plain_nb, grading_env))
-            c, _ = _execute(nbformat.read(str(plain_nb), as_version=4), plain_nb.parent, env_extra=grading_env)
+            c, _, _ = _execute(nbformat.read(str(plain_nb), as_version=4), plain_nb.parent, env_extra=grading_env)
             cells.append(c)
         scores = grades.get("bench", {})
         total, best = sum(scores.values()), sum(harness.max_scores(course, lab).values())
