@@ -20,7 +20,7 @@ import torch
 
 from course_staff.solutions import load_lab
 from course_utils.tinylm import load_sft
-from course_utils.twotoken import joint, pair_kl, two_token_logits, two_token_policy, two_token_rewards
+from course_utils.twotoken import joint, two_token_logits, two_token_policy, two_token_rewards
 
 from science import Criterion, Experiment
 
@@ -52,10 +52,10 @@ def estimator_stats(kl_estimators, temperature, gen, n=N_DRAWS, draw_from_ref=Fa
     ``draw_from_ref`` is the control: the draws come from pi_ref instead of pi, so the estimators
     no longer average to KL(pi || pi_ref).
     """
-    ref_first, ref_second = two_token_policy(logits(PROMPT), 1.0)
-    first, second = two_token_policy(logits(PROMPT), temperature)
-    p, ref = joint(first, second).ravel(), joint(ref_first, ref_second).ravel()
-    kl = pair_kl(first, second, ref_first, ref_second)
+    ref = joint(*two_token_policy(logits(PROMPT), 1.0)).ravel()
+    p = joint(*two_token_policy(logits(PROMPT), temperature)).ravel()
+    support = p > 0                                            # pi_T never leaves pi_ref's support
+    kl = float((p[support] * np.log(p[support] / ref[support])).sum())
     draws = torch.multinomial(torch.from_numpy(ref if draw_from_ref else p), n, replacement=True, generator=gen)
     ks = kl_estimators(torch.log(torch.from_numpy(p))[draws], torch.log(torch.from_numpy(ref))[draws])
     stats = {}

@@ -24,15 +24,16 @@ import random
 import torch
 
 from course_staff.solutions import load_lab
-from course_utils.prefs import DigitRM, digit_counts, gold_score, ranked_data
-from course_utils.tinylm import decode_responses, load_sft, make_batch, sample
+from course_utils.labeler import RESPONSE_METRICS, ranked_data, response_metrics
+from course_utils.reward_model import DigitRM, digit_counts, gold_order_agreement, sft_offset
+from course_utils.runs import METRICS
+from course_utils.tinylm import load_sft, make_batch, sample
 
 from science import Criterion, Experiment
 
 N_PROMPTS = 2000          # ranked prompts for training, and as many held out
 N_EVAL = 2000             # SFT samples for the RM offset, and as many for the "start" figures
 LAST = 10                 # "end" = mean of the last LAST iterations
-METRICS = ("rm", "gold", "kl", "acc", "malformed", "digits")
 TARGETS = (0.25, 1.0)     # controller targets below and above the KL that beta 0.1 settles at (0.34-0.56)
 PTX_BETA = 0.05           # the beta at which PPO-ptx and plain PPO are compared (Lab 12's Experiment 4)
 PTX_COEF = 1.0
@@ -57,12 +58,11 @@ class World:
 @torch.no_grad()
 def evaluate(model, rm, rm_offset, seed, n=N_EVAL):
     """Figures of ``model``'s samples (temperature 1) on n fresh prompts: METRICS, KL 0."""
-    prompts, answers = make_batch(n, random.Random(seed))
+    prompts, _ = make_batch(n, random.Random(seed))
     out = sample(model, prompts, generator=torch.Generator().manual_seed(seed))
-    gold = gold_score(out)
-    return {"rm": (rm(digit_counts(out)) - rm_offset).mean().item(), "gold": gold.mean().item(), "kl": 0.0,
-            "acc": sum(r == a for r, a in zip(decode_responses(out), answers)) / n,
-            "malformed": (gold < 0).float().mean().item(), "digits": digit_counts(out).sum(1).mean().item()}
+    metrics = response_metrics(out)
+    return {"rm": (rm(digit_counts(out)) - rm_offset).mean().item(), "kl": 0.0,
+            **{name: metrics[name].mean().item() for name in RESPONSE_METRICS}}
 
 
 @functools.lru_cache(maxsize=1)
@@ -72,10 +72,7 @@ def world(seed):
     train = ranked_data(sft, N_PROMPTS, k=4, seed=seed)
     held_out = ranked_data(sft, N_PROMPTS, k=4, seed=1000 + seed)
     rm = lab()["train_reward_model"](train, seed=seed)
-    with torch.no_grad():
-        prompts, _ = make_batch(N_EVAL, random.Random(2000 + seed))
-        out = sample(sft, prompts, generator=torch.Generator().manual_seed(2000 + seed))
-        rm_offset = rm(digit_counts(out)).mean().item()
+    rm_offset = sft_offset(rm, sft, n=N_EVAL, seed=2000 + seed)
     return World(sft, train, held_out, rm, rm_offset, evaluate(sft, rm, rm_offset, 3000 + seed))
 
 
@@ -100,16 +97,6 @@ def default_beta():
 
 
 # ----------------------------------------------------------------------------- reward model
-@torch.no_grad()
-def gold_order_agreement(rm, data):
-    """On the pairs whose gold scores differ, how often the RM orders them like the gold score (ties 1/2)."""
-    cw, cl, gw, gl = lab()["comparisons"](data)
-    margin = rm(cw) - rm(cl)
-    decided = gw != gl
-    right = (margin * (gw - gl) > 0).float() + 0.5 * (margin == 0).float()
-    return right[decided].mean().item()
-
-
 def shuffled(data, seed):
     """The same responses with every ranking shuffled: the labels carry no preference."""
     rng = random.Random(seed)
@@ -127,7 +114,7 @@ def run_reward_model(seed):
     for name, rm in models.items():
         acc, ceiling = lab()["rm_accuracy"](rm, w.held_out)
         out[f"gap_{name}"] = ceiling - acc
-        out[f"agreement_{name}"] = gold_order_agreement(rm, w.held_out)
+        out[f"agreement_{name}"], _ = gold_order_agreement(rm, *lab()["comparisons"](w.held_out))
     out["accuracy_fit"], out["ceiling"] = lab()["rm_accuracy"](w.rm, w.held_out)
     out.update({f"w{d}": x for d, x in enumerate(w.rm.w.tolist())})
     return out

@@ -44,4 +44,18 @@ def sft_offset(rm, sft_model, n=2000, seed=2):
     return rm(digit_counts(out)).mean().item()
 
 
-__all__ = ["digit_counts", "DigitRM", "sft_offset"]
+@torch.no_grad()
+def gold_order_agreement(rm, counts_w, counts_l, gold_w, gold_l):
+    """How often ``rm`` orders a pair like the noise-free gold score, on the pairs whose gold scores
+    differ (a tie counts 1/2): (agreement, the fraction of pairs with a gold winner).
+
+    Args: the digit counts (N, 10) and gold scores (N,) of each pair's winner and loser, as the
+    lab's ``comparisons`` returns them.
+    """
+    margin = rm(counts_w) - rm(counts_l)
+    decided = gold_w != gold_l
+    right = (margin * (gold_w - gold_l) > 0).float() + 0.5 * (margin == 0).float()
+    return right[decided].mean().item(), decided.float().mean().item()
+
+
+__all__ = ["digit_counts", "DigitRM", "sft_offset", "gold_order_agreement"]

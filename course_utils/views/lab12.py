@@ -25,6 +25,7 @@ from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullLocator
 
 from course_utils.labeler import ranked_data
 from course_utils.response_tree import FEATURES, ResponseTree, complete_only, response_probs
+from course_utils.reward_model import gold_order_agreement
 from course_utils.runs import METRICS, SWEEP_BETAS, RunCache
 from course_utils.runtime import progress
 from course_utils.tinylm import decode_responses, make_batch, sample
@@ -97,12 +98,7 @@ class RewardModelFit(View):
         rm = self.runs.fit_reward_model(self.train_reward_model)
         held_out = ranked_data(self.runs.sft, 2000, k=4, seed=self.held_out_seed)
         self.acc, self.ceiling = self.rm_accuracy(rm, held_out)
-        with torch.no_grad():
-            cw, cl, gw, gl = self.comparisons(held_out)
-            margin = rm(cw) - rm(cl)
-        decided = gw != gl                                          # pairs with a gold winner
-        right = (margin * (gw - gl) > 0).float() + 0.5 * (margin == 0).float()
-        self.agreement, self.decided = right[decided].mean().item(), decided.float().mean().item()
+        self.agreement, self.decided = gold_order_agreement(rm, *self.comparisons(held_out))
         self.weights = rm.w.detach().clone()
 
     def display(self):
