@@ -157,6 +157,22 @@ def test_digit_rm_shapes():
     assert torch.equal(rm.w.grad, counts.sum(0))
 
 
+def test_gold_order_agreement_counts_only_pairs_with_a_gold_winner():
+    from course_utils.reward_model import gold_order_agreement
+
+    rm = DigitRM()
+    with torch.no_grad():
+        rm.w[7] = 1.0                                  # a score = how many 7s
+    cw, cl = torch.zeros(4, 10), torch.zeros(4, 10)
+    cw[:, 7], cl[:, 7] = torch.tensor([2.0, 0.0, 1.0, 3.0]), torch.tensor([1.0, 1.0, 1.0, 0.0])
+    gw, gl = torch.tensor([1.0, 1.0, 0.0, 0.0]), torch.tensor([0.0, -1.0, -1.0, 0.0])
+    # right, wrong, a tie (1/2); the last pair has no gold winner and does not count
+    assert gold_order_agreement(rm, cw, cl, gw, gl) == (pytest.approx(0.5), 0.75)
+    with torch.no_grad():
+        rm.w[7] = -1.0                                 # the opposite order
+    assert gold_order_agreement(rm, cw[:1], cl[:1], gw[:1], gl[:1]) == (0.0, 1.0)
+
+
 # ----------------------------------------------------------------------------- critic
 def test_value_model_trains_when_the_sft_model_is_frozen(sft):
     frozen = copy.deepcopy(sft).requires_grad_(False)
