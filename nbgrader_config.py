@@ -15,8 +15,8 @@ try:
     from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
     from nbgrader import preprocessors as pp
 
-    from course_staff.nbgrader_plugins import (ClearWidgetState, FlagTampering, HideTestCode,
-                                              SurviveKernelDeath)
+    from course_staff.nbgrader_plugins import (ClearWidgetState, FlagTampering, FlagWrittenAnswers,
+                                              HideTestCode, SurviveKernelDeath)
     from course_utils.selfcheck import CELL_LIMIT_S    # students' `make check` applies the same limit
 
     c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
@@ -52,13 +52,15 @@ try:
     c.Execute.shutdown_kernel = "immediate"   # a kernel that imported torch is slow to exit politely
     c.OverwriteCells.add_missing_cells = True
     # a cell that kills the kernel (os._exit) fails like any other cell, the rest is still graded;
-    # a notebook that rebinds the checks or patches torch/numpy/math is held at 0 for review
+    # a notebook that rebinds the checks or patches torch/numpy/math is held at 0 for review; every
+    # written answer waits for a TA (a blank one with its 0)
     c.Autograde.autograde_preprocessors = [
-        SurviveKernelDeath, pp.IgnorePattern, ClearMetadataPreprocessor, pp.LimitOutput,
-        pp.SaveAutoGrades, FlagTampering, pp.AssignLatePenalties, pp.CheckCellMetadata]
-    # any stderr in a grade cell scores 0: drop Python warnings, which never mean a wrong answer
-    c.IgnorePattern.enabled = True
-    c.IgnorePattern.pattern = r"(?s)^(?:[^\n]*(?:Warning|warnings\.warn)[^\n]*\n?(?:  [^\n]*\n?)*)+$"
+        SurviveKernelDeath, ClearMetadataPreprocessor, pp.LimitOutput,
+        pp.SaveAutoGrades, FlagTampering, FlagWrittenAnswers, pp.AssignLatePenalties, pp.CheckCellMetadata]
+    # any stderr in a grade cell scores 0. Warnings never mean a wrong answer, so each check cell
+    # silences them itself (course_utils.checks.no_warnings); nothing here filters outputs before
+    # SaveAutoGrades, so autograde decides on the same outputs as `nbgrader validate` on a student's
+    # machine, which knows nothing of this file (tests/test_validate_agrees.py)
 
     # -- feedback: hidden tests stay hidden (no source, no traceback that quotes them)
     c.GenerateFeedback.preprocessors = [pp.GetGrades, pp.ClearHiddenTests, HideTestCode,

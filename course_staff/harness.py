@@ -10,9 +10,13 @@
     max_scores(course, "lab11") -> {"test_kl": 2.0, ...}
 
 Scores come from nbgrader's gradebook (per grade cell: the manual score if a TA gave one, else the
-automatic one). A submission that nbgrader could not grade at all (e.g. not valid JSON) maps to an
-empty dict and is listed, with nbgrader's error lines, in ``grades.ungradable``; ``grades.log`` holds
-nbgrader's whole output.
+automatic one, None for a written answer still waiting for a TA). A submission that nbgrader could
+not grade at all (e.g. not valid JSON) maps to an empty dict and is listed, with nbgrader's error
+lines, in ``grades.ungradable``; ``grades.log`` holds nbgrader's whole output.
+
+    manual_grade(course, "lab11", "alice", "answer_kl_signs", 1.5, "Right numbers; ...")   # as formgrader
+    read_grades(course, "lab11", ["alice"])             # the gradebook again, after a TA's grading
+    validate(path)                                      # what `nbgrader validate` tells the student
 
 nbgrader runs from the course's virtual environment (its bin/ first on PATH: nbgrader calls
 alembic), with NBGRADER_DB_URL and NBGRADER_EXCHANGE removed so that a copy never touches a real
@@ -178,9 +182,22 @@ def grade(course, lab, students, timeout=None):
     to a human (it could not grade it automatically)."""
     course = Path(course)
     _, log = nbgrader(course, "autograde", lab, check=False, timeout=timeout)
+    return read_grades(course, lab, students, log)
 
+
+def _score(grade):
+    """A grade cell's score: the TA's if there is one, else the autograder's (None: left to a TA)."""
+    if grade.manual_score is not None:
+        return float(grade.manual_score) + float(grade.extra_credit or 0.0)
+    return None if grade.auto_score is None else float(grade.auto_score)
+
+
+def read_grades(course, lab, students, log=""):
+    """Grades of ``students`` as the gradebook holds them now (after autograde, or after a TA's manual
+    grading); ``log`` is the autograde output that tells which submissions nbgrader could not grade."""
     from nbgrader.api import Gradebook, MissingEntry
 
+    course = Path(course)
     grades, ungradable, flagged = {}, {}, {}
     failed = set(re.findall(rf"error processing assignment '{re.escape(lab)}' for student '([^']+)'", log))
     with Gradebook(db_url(course)) as gb:
@@ -194,8 +211,7 @@ def grade(course, lab, students, timeout=None):
                 grades[student] = {}
                 ungradable[student] = _errors_about(log, student, lab)
                 continue
-            grades[student] = {g.name: None if g.score is None else float(g.score)
-                               for g in nb.grades if g.max_score > 0}
+            grades[student] = {g.name: _score(g) for g in nb.grades if g.max_score > 0}
             review = sorted(g.name for g in nb.grades if g.needs_manual_grade)
             if review:
                 flagged[student] = review
@@ -218,6 +234,59 @@ def _errors_about(log, student, lab):
     return "\n".join(causes[-1:] + blocks)
 
 
+def manual_grade(course, lab, student, grade_id, score, comment=None):
+    """Give ``student``'s cell ``grade_id`` a manual score and a comment, exactly as the formgrader
+    does when a TA types them in (nbgrader's formgrader API: GradeHandler.put, CommentHandler.put):
+    the manual score replaces the automatic one and clears "needs manual grade"."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url(course)) as gb:
+        grade = gb.find_grade(grade_id, lab, lab, student)
+        grade.manual_score = score
+        grade.extra_credit = None
+        grade.needs_manual_grade = grade.manual_score is None and grade.auto_score is None
+        if comment is not None:
+            gb.find_comment(grade_id, lab, lab, student).manual_comment = comment
+        gb.db.commit()
+
+
+def validate(path, timeout=None):
+    """What `nbgrader validate` on a student's machine decides for the notebook at ``path``: nbgrader's
+    own Validator with its defaults (a student has no course configuration), on a copy.
+
+    Returns {"failed": [grade_id, ...], "changed": [source, ...], "error": "..." or None}: the check
+    cells and blank answers that validation reports as failed, the locked cells it reports as
+    changed, and the exception that stopped validation (a dead kernel, say). "Success" is all three
+    empty."""
+    import tempfile
+
+    from nbgrader.validator import Validator
+    from traitlets.config import Config
+
+    nb = nbformat.read(str(path), as_version=4)
+    by_source = {}
+    for cell in nb.cells:
+        if _grading(cell).get("grade"):
+            by_source.setdefault(cell.source.strip(), []).append(_grading(cell)["grade_id"])
+    config = Config()
+    if timeout:
+        config.Execute.timeout = timeout
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / Path(path).name
+        shutil.copy(path, copy)
+        try:
+            result = Validator(config=config).validate(str(copy))
+        except Exception as err:  # noqa: BLE001 -- what the student would see instead of a verdict
+            return {"failed": [], "changed": [], "error": f"{type(err).__name__}: {err}"}
+    failed, seen = [], {}
+    for entry in result.get("failed", []):
+        ids = by_source.get(entry["source"], [entry["source"][:60]])
+        k = seen[entry["source"]] = seen.get(entry["source"], -1) + 1
+        failed.append(ids[min(k, len(ids) - 1)])
+    changed = [entry["source"] for entry in result.get("changed", []) + result.get("type_changed", [])]
+    return {"failed": failed, "changed": changed, "error": None}
+
+
 def max_scores(course, lab):
     """{grade_id: points} of every graded cell of ``lab``, as the gradebook records them."""
     from nbgrader.api import Gradebook
@@ -231,8 +300,9 @@ def total(scores):
     return sum(v or 0.0 for v in scores.values())
 
 
-__all__ = ["course_copy", "solved_submission", "blank_submission", "autograde", "max_scores",
-           "grade", "solution_text", "nbgrader", "db_url", "Grades", "NbgraderError", "total", "LABS", "REPO"]
+__all__ = ["course_copy", "solved_submission", "blank_submission", "autograde", "max_scores", "grade",
+           "read_grades", "manual_grade", "validate", "solution_text", "nbgrader", "db_url", "Grades",
+           "NbgraderError", "total", "LABS", "REPO"]
 
 if __name__ == "__main__":     # quick manual check: python -m course_staff.harness /tmp/x lab11
     tmp, lab = Path(sys.argv[1]), sys.argv[2]

@@ -8,6 +8,8 @@ SurviveKernelDeath -- autograde: a cell that kills the kernel (os._exit, a crash
                      scores like a failing cell instead of leaving the whole notebook ungraded.
 FlagTampering     -- autograde: a notebook whose cells rebind the checks (``assert_close = ...``)
                      or patch a module (``torch.allclose = ...``) is held at 0 for a TA's review.
+FlagWrittenAnswers -- autograde: every written answer waits for a TA ("needs manual grade"), a
+                     blank one included (it keeps the 0 that nbgrader gives it).
 check_config      -- `python -m course_staff.nbgrader_plugins`: load nbgrader_config.py and fail on
                      any error in it, a syntax error included, which nbgrader would only log.
 """
@@ -206,9 +208,9 @@ def tampering(cells):
 
 class FlagTampering(NbGraderPreprocessor):
     """Autograde, after SaveAutoGrades: a notebook whose editable cells tamper with the checks
-    (see ``tampering``) gets 0 on every graded cell, each marked "needs manual grade", and the
+    (see ``tampering``) gets 0 on every check cell, each marked "needs manual grade", and the
     reasons as the comment of its first solution cell. A TA reviews it in the formgrader: a
-    manual score replaces the 0."""
+    manual score replaces the 0. Written answers, graded by hand anyway, are left as they are."""
 
     def preprocess(self, nb, resources):
         reasons = tampering(nb.cells)
@@ -222,7 +224,7 @@ class FlagTampering(NbGraderPreprocessor):
         with Gradebook(info["db_url"]) as gb:
             for cell in nb.cells:
                 meta = cell.metadata.get("nbgrader", {})
-                if meta.get("grade"):
+                if meta.get("grade") and not is_written_answer(cell):
                     grade = gb.find_grade(meta["grade_id"], notebook, lab, student)
                     grade.auto_score = 0.0
                     grade.needs_manual_grade = True
@@ -231,6 +233,35 @@ class FlagTampering(NbGraderPreprocessor):
                 if meta.get("solution"):
                     gb.find_comment(meta["grade_id"], notebook, lab, student).auto_comment = comment
                     break
+            gb.db.commit()
+        return nb, resources
+
+
+def is_written_answer(cell):
+    """A manually graded answer: a markdown cell that is both a solution and a grade cell."""
+    meta = cell.metadata.get("nbgrader", {})
+    return cell.cell_type == "markdown" and bool(meta.get("grade")) and bool(meta.get("solution"))
+
+
+class FlagWrittenAnswers(NbGraderPreprocessor):
+    """Autograde, after SaveAutoGrades: mark every written answer "needs manual grade".
+
+    nbgrader leaves an answered cell to a human (no automatic score), but gives a blank one (the
+    release's stub, unchanged) 0 and considers it graded. Here a blank answer keeps its 0 and is
+    flagged as well, so that the formgrader lists every submission whose written answers no TA has
+    read yet: a student who answered in another cell, or deleted the stub, is not lost. A cell that
+    a TA has already scored (a manual score) is left alone."""
+
+    def preprocess(self, nb, resources):
+        info = resources["nbgrader"]
+        answers = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if is_written_answer(c)]
+        if not answers:
+            return nb, resources
+        with Gradebook(info["db_url"]) as gb:
+            for grade_id in answers:
+                grade = gb.find_grade(grade_id, info["notebook"], info["assignment"], info["student"])
+                if grade.manual_score is None:
+                    grade.needs_manual_grade = True
             gb.db.commit()
         return nb, resources
 

@@ -2,10 +2,11 @@
 
 generate_assignment (equal to the committed release/) -> validate source (passes) and release (fails
 every test) -> release_assignment -> fetch and submit for simulated students -> collect ->
-autograde (one call per lab) -> generate_feedback -> export grades.csv. Every student's score is
-known in advance, cell by cell; adversarial students may cost at most their own task, or be
-reported ungradable with a clear message. Nothing of the solutions or hidden tests may reach
-release/ or the feedback.
+autograde (one call per lab) -> a TA grades written answers in the gradebook, as the formgrader
+does -> generate_feedback -> export grades.csv. Every student's score is known in advance, cell by
+cell; adversarial students may cost at most their own task, or be reported ungradable with a clear
+message. Nothing of the solutions, the model answers or the hidden tests may reach release/ or the
+feedback.
 
 The lifecycle runs once (a module fixture); the tests below check its parts.
 """
@@ -25,6 +26,7 @@ import pytest
 
 from course_staff import harness as h
 import students as st
+from lab_tables import table
 
 pytestmark = pytest.mark.slow
 
@@ -33,40 +35,74 @@ LABS = [lab for lab in h.LABS if (h.REPO / "source" / lab / f"{lab}.ipynb").exis
 CLI_STUDENT = "sol"          # fetches and submits with the real command line; the others via the API
 
 
-def roster(lab):
-    """{student: builder}; a builder returns (submission, expected {test grade_id: points}, or None
-    for a submission nbgrader cannot grade at all)."""
-    def task(i):
-        tasks = st.tasks(lab)
-        return tasks[i % len(tasks)]          # a task by position, whatever the lab's size
+# each lab's tasks, by name (its table: tests/lab_tables), for the students below
+PARTS = {
+    "lab11": {"partial": ("response_logprobs", "sample_with_temperature", "tilted_optimum", "token_level_optimum",
+                          "concept_kl_noise"),
+              "answered": ("answer_kl_signs",),
+              "osexit": "tilted_optimum", "loop": "kl_estimators", "exit": "sequence_logprob",
+              "constant": "kl_objective", "always_equal": "token_level_optimum", "edited": "token_level_optimum",
+              "deleted": "sample_with_temperature", "retyped": "kl_objective", "raw": "response_logprobs"},
+    "lab12": {"partial": ("bt_loss", "kl_penalized_rewards", "ppo_rlhf_loss", "concept_clip"),
+              "answered": ("answer_exp1_predict",),
+              "osexit": "gae_per_token"},
+}
 
+
+def roster(lab):
+    """{student: builder}; a builder returns (submission, expected {grade cell: points}, or None for a
+    submission nbgrader cannot grade at all)."""
+    part = PARTS[lab]
+    task = lambda name: st.row(lab, name)                    # noqa: E731
     students = {
         "sol": lambda: st.solution(lab),
         "blank": lambda: st.blank(lab),
-        "partial": lambda: st.partial(lab, {x.name for x in st.tasks(lab)[::2]}),
-        "osexit": lambda: st.os_exit(lab, task(4)),
+        "partial": lambda: st.partial(lab, part["partial"], answered=part["answered"]),
+        "osexit": lambda: st.os_exit(lab, task(part["osexit"])),
         "warnings": lambda: st.warnings_everywhere(lab),
         "notjson": lambda: st.not_json(lab),
     }
     if lab == "lab11":     # the quick lab carries the rest of the adversarial catalogue
         students.update({
-            "loop": lambda: st.infinite_loop(lab, task(3)),
-                "patched": lambda: st.monkeypatched_checks(lab),
+            "loop": lambda: st.infinite_loop(lab, task(part["loop"])),
+            "patched": lambda: st.monkeypatched_checks(lab),
             "rebound": lambda: st.redefined_checks(lab),
             # three tricks in three tasks, three edits of the notebook in three others
-            "tricks": lambda: st.combine(lab, st.system_exit(lab, task(1)), st.constant(lab, task(5)),
-                                         st.always_equal(lab, task(6))),
-            "edits": lambda: st.combine(lab, st.edited_test(lab, task(6)), st.deleted_test(lab, task(2)),
-                                        st.changed_cell_types(lab, task(5), task(0))),
+            "tricks": lambda: st.combine(lab, st.system_exit(lab, task(part["exit"])),
+                                         st.constant(lab, task(part["constant"])),
+                                         st.always_equal(lab, task(part["always_equal"]))),
+            "edits": lambda: st.combine(lab, st.edited_test(lab, task(part["edited"])),
+                                        st.deleted_test(lab, task(part["deleted"])),
+                                        st.changed_cell_types(lab, task(part["retyped"]), task(part["raw"]))),
         })
     return students
+
+
+# what the TA gives in the formgrader: {student: {answer cell: (score, comment)}}; a blank answer is
+# confirmed at 0, so that nothing of sol, partial and blank waits for a TA any more
+def ta_grading(lab):
+    written = table(lab).written_marks()
+    return {
+        "sol": {q: (p, f"Full marks ({q}): every point of the rubric is there.") for q, p in written.items()},
+        "partial": {q: ((written[q] / 2, f"Half marks ({q}): the idea is right, the reason is missing.")
+                        if q in PARTS[lab]["answered"] else (0.0, "No answer.")) for q in written},
+        "blank": {q: (0.0, "No answer.") for q in written},
+    }
+
+
+def final_expected(lab, student, expected):
+    """What ``student`` should have once the TA has graded: ``expected`` with the TA's scores."""
+    if expected is None:
+        return None
+    return {**expected, **{q: score for q, (score, _) in ta_grading(lab).get(student, {}).items()}}
 
 
 @dataclass
 class Lifecycle:
     course: Path
     rosters: dict = field(default_factory=dict)     # lab -> roster
-    grades: dict = field(default_factory=dict)      # lab -> harness.Grades
+    autograded: dict = field(default_factory=dict)  # lab -> harness.Grades right after autograde
+    grades: dict = field(default_factory=dict)      # lab -> harness.Grades after the TA's grading
     validation: dict = field(default_factory=dict)  # (lab, "source"|"release") -> Validator result
     logs: dict = field(default_factory=dict)        # step -> nbgrader output
     timings: dict = field(default_factory=dict)     # step -> seconds
@@ -151,7 +187,13 @@ def life(tmp_path_factory):
             _, run.logs[f"collect {lab}"] = h.nbgrader(course, "collect", lab)
     for lab in LABS:
         with _Timer(timings, f"autograde {lab} ({len(run.rosters[lab])} students)"):
-            run.grades[lab] = h.grade(course, lab, list(run.rosters[lab]))
+            run.autograded[lab] = h.grade(course, lab, list(run.rosters[lab]))
+    with _Timer(timings, "written answers graded by a TA"):
+        for lab in LABS:
+            for student, marks in ta_grading(lab).items():
+                for grade_id, (score, comment) in marks.items():
+                    h.manual_grade(course, lab, student, grade_id, score, comment)
+            run.grades[lab] = h.read_grades(course, lab, list(run.rosters[lab]), run.autograded[lab].log)
     with _Timer(timings, "generate_feedback"):
         for lab in LABS:
             _, run.logs[f"feedback {lab}"] = h.nbgrader(course, "generate_feedback", lab, check=False)
@@ -161,6 +203,7 @@ def life(tmp_path_factory):
     for lab in LABS:
         print(f"{lab}: student, expected, got (of {sum(st.full_marks(lab).values()):g})")
         for student, (_, expected) in run.rosters[lab].items():
+            expected = final_expected(lab, student, expected)
             got = run.grades[lab][student]
             print(f"  {student:9s} {'ungradable' if expected is None else f'{h.total(expected):g}':>10s} "
                   f"{'ungradable' if student in run.grades[lab].ungradable else f'{h.total(got):g}':>10s}"
@@ -246,6 +289,7 @@ def _cases():
 @pytest.mark.parametrize("lab,student", _cases())
 def test_score(life, lab, student):
     _, expected = life.rosters[lab][student]
+    expected = final_expected(lab, student, expected)
     got = life.grades[lab][student]
     if expected is None:
         message = life.grades[lab].ungradable.get(student, "")
@@ -262,11 +306,13 @@ FLAGGED = {"patched": "changes `torch.allclose`", "rebound": "rebinds `assert_cl
 
 @pytest.mark.parametrize("lab", LABS)
 def test_tampering_is_held_for_review(life, lab):
-    grades = life.grades[lab]
+    grades = life.autograded[lab]
+    checks = table(lab).auto_marks()
     flagged = {s: FLAGGED[s] for s in life.rosters[lab] if s in FLAGGED}
-    assert set(grades.flagged) == set(flagged), grades.flagged
+    held = {s for s, cells in grades.flagged.items() if set(cells) & set(checks)}
+    assert held == set(flagged), grades.flagged
     for student, reason in flagged.items():
-        assert set(grades.flagged[student]) == set(st.full_marks(lab))
+        assert set(checks) <= set(grades.flagged[student])
         assert reason in grades.log
         page = (life.course / "feedback" / student / lab / f"{lab}.html").read_text()
         text = _text_of_html(page)
@@ -279,8 +325,39 @@ def test_patched_comparisons_do_not_fool_the_checks(life):
     assert "patched" in life.rosters[lab]
     nb = nbformat.read(str(life.course / "autograded" / "patched" / lab / f"{lab}.ipynb"), as_version=4)
     for cell in nb.cells:
-        if h._grading(cell).get("grade"):
+        if h._grading(cell).get("grade") and cell.cell_type == "code":
             assert any(o.output_type == "error" for o in cell.outputs), cell.metadata.nbgrader.grade_id
+
+
+# -- written answers ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lab", LABS)
+def test_written_answers_wait_for_a_ta(life, lab):
+    """After autograde every written answer is flagged "needs manual grade": answered ones without a
+    score, blank ones with 0."""
+    grades = life.autograded[lab]
+    written = table(lab).written_marks()
+    for student, (_, expected) in life.rosters[lab].items():
+        if expected is None:
+            continue
+        assert set(written) <= set(grades.flagged.get(student, ())), (student, grades.flagged.get(student))
+        assert {q: grades[student][q] for q in written} == {q: expected[q] for q in written}, student
+    assert all(grades["blank"][q] == 0.0 for q in written)
+    assert all(grades["sol"][q] is None for q in written)
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_ta_grades_count_and_reach_the_feedback(life, lab):
+    """The TA's scores replace the flags, count in the totals (test_score, test_grades_csv) and show
+    in the feedback with the TA's comments."""
+    written = table(lab).written_marks()
+    for student, marks in ta_grading(lab).items():
+        assert not set(written) & set(life.grades[lab].flagged.get(student, ())), student
+        text = _text_of_html((life.course / "feedback" / student / lab / f"{lab}.html").read_text())
+        for grade_id, (score, comment) in marks.items():
+            assert comment in text, f"{student}'s feedback lacks the TA's comment on {grade_id}"
+        shown = sorted((float(a), float(b)) for a, b in re.findall(r"Written response \(Score: ([\d.]+) / ([\d.]+)\)", text))
+        assert shown == sorted((float(score), written[q]) for q, (score, _) in marks.items()), (student, shown)
 
 
 @pytest.mark.parametrize("lab", LABS)
@@ -299,7 +376,8 @@ def test_grades_csv(life):
             row = by_key.get((lab, student))
             assert row is not None, f"grades.csv has no row for {student} / {lab}"
             assert float(row["max_score"]) == full
-            assert float(row["score"]) == pytest.approx(h.total(expected or {})), (student, lab, row)
+            total = h.total(final_expected(lab, student, expected) or {})
+            assert float(row["score"]) == pytest.approx(total), (student, lab, row)
 
 
 # -- no leaks ---------------------------------------------------------------------------------------
@@ -310,6 +388,9 @@ def _secret_lines(lab):
     nb = nbformat.read(str(h.REPO / "source" / lab / f"{lab}.ipynb"), as_version=4)
     secret, public = set(), set()
     for cell in nb.cells:
+        if cell.cell_type == "markdown" and h._grading(cell).get("grade") and h._grading(cell).get("solution"):
+            secret |= {line.strip() for line in cell.source.splitlines()}      # a model answer and its rubric
+            continue
         inside = None
         for line in cell.source.splitlines():
             s = line.strip()

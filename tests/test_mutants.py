@@ -1,47 +1,50 @@
-"""Each lab graded by the real nbgrader: the solution, a blank notebook, every mutant and every
-correct variant of its catalogue (tests/mutants_<lab>.py), in ONE `nbgrader autograde` call per lab
-on a temporary course.
+"""Each lab graded by the real nbgrader: the solution, a blank notebook, every mistake and every
+correct variant of its table (tests/lab_tables), in ONE `nbgrader autograde` call per lab on a
+temporary course.
 
-    solution  full marks on every check cell
-    blank     0 on every check cell, and the grader completes
-    mutant    fewer points on its own task's check cell, full marks everywhere else, and the
-              check's output names the mistake
+    solution  full marks on every check cell; its written answers wait for a TA
+    blank     0 on every graded cell, and the grader completes
+    mistake   fewer points on its own row's check cells, full marks on every other check cell, and
+              the failing checks' output names the mistake
     variant   another correct formulation (some emit warnings): full marks
-"""
 
-from collections import Counter
+Run one lab with `pytest tests/test_mutants.py -k lab12` (about 5 minutes on a quiet 2-core machine).
+"""
 
 import nbformat
 import pytest
 
-import mutants_lab11
-import mutants_lab12
 from course_staff import harness as h
+from lab_tables import table
 
 pytestmark = pytest.mark.slow
-CATALOGUES = {"lab11": mutants_lab11, "lab12": mutants_lab12}
-MUTANTS = [(lab, m) for lab, cat in CATALOGUES.items() for m in cat.MUTANTS]
-VARIANTS = [(lab, v) for lab, cat in CATALOGUES.items() for v in cat.VARIANTS]
+LABS = ("lab11", "lab12")
+MISTAKES = [(lab, row, m) for lab in LABS for row, m in table(lab).mistakes()]
+VARIANTS = [(lab, row, v) for lab in LABS for row, v in table(lab).variants()]
 
 
 def _case_id(case):
-    lab, m = case
+    lab, _, m = case
     return f"{lab}-{m.name}"
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """lab -> (grades, max scores, course): each lab's submissions graded in one nbgrader call."""
+    """lab -> (grades, course): each lab's submissions graded in one nbgrader call (lazily, so that
+    `-k lab12` grades Lab 12 only)."""
     results = {}
-    for lab, cat in CATALOGUES.items():
-        course = h.course_copy(tmp_path_factory.mktemp(f"{lab}_mutants"), labs=(lab,))
-        subs = {"solution": h.solved_submission(lab), "blank": h.blank_submission(lab)}
-        for m in cat.MUTANTS + cat.VARIANTS:
-            subs[m.student] = h.solved_submission(lab, edits={m.solution_grade_id: list(m.edits)})
-        grades = h.autograde(course, lab, subs)
-        assert not grades.ungradable, f"nbgrader could not grade: {grades.ungradable}\n{grades.log[-3000:]}"
-        results[lab] = grades, h.max_scores(course, lab), course
-    return results
+
+    def grade(lab):
+        if lab not in results:
+            course = h.course_copy(tmp_path_factory.mktemp(f"{lab}_mutants"), labs=(lab,))
+            subs = {"solution": h.solved_submission(lab), "blank": h.blank_submission(lab)}
+            for row, m in table(lab).mistakes() + table(lab).variants():
+                subs[m.student] = h.solved_submission(lab, edits={row.solution: list(m.edits)})
+            grades = h.autograde(course, lab, subs)
+            assert not grades.ungradable, f"nbgrader could not grade: {grades.ungradable}\n{grades.log[-3000:]}"
+            results[lab] = grades, course
+        return results[lab]
+    return grade
 
 
 def _check_output(course, lab, student, grade_id):
@@ -59,47 +62,51 @@ def _check_output(course, lab, student, grade_id):
     raise AssertionError(f"no cell {grade_id} in the autograded notebook of {student}")
 
 
-@pytest.mark.parametrize("lab", CATALOGUES)
-def test_catalogue_covers_every_task(lab):
-    cat = CATALOGUES[lab]
-    counts = Counter(m.solution_grade_id for m in cat.MUTANTS)
-    assert set(counts) == set(h.solution_text(lab))
-    assert all(n >= 3 for n in counts.values()), counts
-    assert all(m.task_grade_id == "test_" + m.solution_grade_id.removesuffix("_solution") for m in cat.MUTANTS)
-    names = [m.student for m in cat.MUTANTS + cat.VARIANTS]
+@pytest.mark.parametrize("lab", LABS)
+def test_table_covers_every_row(lab):
+    """Every task has at least three likely mistakes, every concept check one; every mistake names
+    what its check must say; student ids are unique."""
+    for row in table(lab).tasks:
+        assert len(row.mistakes) >= 3, f"{lab}/{row.name} has {len(row.mistakes)} mistakes"
+    for row in table(lab).concepts:
+        assert row.mistakes, f"{lab}/{row.name} has no wrong answer"
+    assert all(m.says for _, m in table(lab).mistakes())
+    names = [m.student for _, m in table(lab).mistakes() + table(lab).variants()]
     assert len(set(names)) == len(names)
 
 
-@pytest.mark.parametrize("lab", CATALOGUES)
+@pytest.mark.parametrize("lab", LABS)
 def test_solution_gets_full_marks(graded, lab):
-    grades, maxima, _ = graded[lab]
-    assert grades["solution"] == maxima
+    grades, _ = graded(lab)
+    lab_table = table(lab)
+    assert grades["solution"] == {**lab_table.auto_marks(), **{q: None for q in lab_table.written_marks()}}
+    assert set(grades.flagged["solution"]) == set(lab_table.written_marks()), "the written answers wait for a TA"
 
 
-@pytest.mark.parametrize("lab", CATALOGUES)
+@pytest.mark.parametrize("lab", LABS)
 def test_blank_gets_zero(graded, lab):
-    grades, maxima, _ = graded[lab]
-    assert set(grades["blank"]) == set(maxima)
-    assert all(score == 0 for score in grades["blank"].values()), grades["blank"]
+    grades, _ = graded(lab)
+    assert grades["blank"] == {g: 0.0 for g in table(lab).full_marks()}
 
 
-@pytest.mark.parametrize("case", MUTANTS, ids=_case_id)
-def test_mutant_loses_points_on_its_task_only(graded, case):
-    lab, mutant = case
-    grades, maxima, course = graded[lab]
-    got = grades[mutant.student]
-    assert set(got) == set(maxima)
-    assert got[mutant.task_grade_id] < maxima[mutant.task_grade_id], \
-        f"{mutant.name} was not caught by {mutant.task_grade_id}: {got}"
-    others = {gid: s for gid, s in got.items() if gid != mutant.task_grade_id and s != maxima[gid]}
-    assert not others, f"{mutant.name} also lost points on {others}"
-    if mutant.says:
-        text = _check_output(course, lab, mutant.student, mutant.task_grade_id)
-        assert mutant.says in text, f"{mutant.name}: the message does not say {mutant.says!r}:\n{text}"
+@pytest.mark.parametrize("case", MISTAKES, ids=_case_id)
+def test_mistake_loses_points_on_its_row_only(graded, case):
+    lab, row, mistake = case
+    grades, course = graded(lab)
+    got = grades[mistake.student]
+    full = table(lab).auto_marks()
+    own = dict(row.checks)
+    lost = {gid: got[gid] for gid in own if got[gid] < own[gid]}
+    assert lost, f"{mistake.name} was not caught by {sorted(own)}: {got}"
+    others = {gid: got[gid] for gid in full if gid not in own and got[gid] != full[gid]}
+    assert not others, f"{mistake.name} also lost points on {others}"
+    said = "\n".join(_check_output(course, lab, mistake.student, gid) for gid in lost)
+    assert mistake.says in said, f"{mistake.name}: the failing checks do not say {mistake.says!r}:\n{said}"
 
 
 @pytest.mark.parametrize("case", VARIANTS, ids=_case_id)
 def test_correct_variant_gets_full_marks(graded, case):
-    lab, variant = case
-    grades, maxima, _ = graded[lab]
-    assert grades[variant.student] == maxima, f"{variant.name} is correct but scored {grades[variant.student]}"
+    lab, _, variant = case
+    grades, _ = graded(lab)
+    got = {gid: grades[variant.student][gid] for gid in table(lab).auto_marks()}
+    assert got == table(lab).auto_marks(), f"{variant.name} is correct but scored {got}"

@@ -1,46 +1,30 @@
 """Simulated students for the grading tests: honest, partial and adversarial submissions.
 
 Each builder returns a submission (an nbformat notebook, or a str written as is) together with the
-scores it must get, as {test grade_id: points}. Builders find a lab's tasks from its source
-notebook, by the course's naming: solution cell `<task>_solution`, test cells `test_<task>...`.
+scores it must get, as {grade cell: points}. A written answer that a TA has yet to read expects None
+(nbgrader leaves it to a human); a blank one expects 0. Builders name a lab's tasks, concept checks
+and questions as its table does (tests/lab_tables): ``row(lab, "gae_per_token")``.
 """
 
 import re
-from dataclasses import dataclass
 
 from course_staff import harness as h
+from lab_tables import table
 
 
-@dataclass
-class Task:
-    name: str               # e.g. "kl_estimators"
-    solution_id: str        # "kl_estimators_solution"
-    function: str           # the function the solution cell defines first
-    test_ids: list          # ["test_kl_estimators"]
-    points: float
+def row(lab, name):
+    """The task or concept check ``name`` of ``lab``'s table."""
+    return table(lab).task(name)
 
 
-def tasks(lab):
-    """The lab's tasks in notebook order."""
-    nb = h._read("source", lab)
-    grade_cells = [(c.metadata.nbgrader["grade_id"], float(c.metadata.nbgrader.get("points", 0)))
-                   for c in nb.cells if h._grading(c).get("grade")]
-    found = []
-    for c in nb.cells:
-        gid = h._grading(c).get("grade_id", "")
-        if h._grading(c).get("solution") and gid.endswith("_solution"):
-            name = gid[: -len("_solution")]
-            tests = [g for g, _ in grade_cells if g == f"test_{name}" or g.startswith(f"test_{name}_")]
-            fn = re.search(r"^def (\w+)\(", c.source, re.M)
-            found.append(Task(name, gid, fn.group(1) if fn else name, tests,
-                              sum(p for g, p in grade_cells if g in tests)))
-    return found
+def rows(lab):
+    """Every task and concept check of the lab (what a student answers with code)."""
+    return table(lab).rows
 
 
 def full_marks(lab):
-    """{test grade_id: points} for every graded cell of the lab's source."""
-    return {c.metadata.nbgrader["grade_id"]: float(c.metadata.nbgrader["points"])
-            for c in h._read("source", lab).cells if h._grading(c).get("grade")}
+    """{grade cell: points} of every graded cell of the lab, written answers included."""
+    return table(lab).full_marks()
 
 
 def _cell(nb, grade_id):
@@ -56,31 +40,37 @@ def _append(nb, grade_id, code):
     return nb
 
 
-def _losing(lab, *lost_tasks):
-    expected = full_marks(lab)
-    for task in lost_tasks:
-        for gid in task.test_ids:
+def _expected(lab, lost=(), answered=True):
+    """Full marks on every check cell, except 0 on those of the rows in ``lost``; written answers
+    None (answered, waiting for a TA) or 0 (left blank)."""
+    lab_table = table(lab)
+    expected = lab_table.auto_marks()
+    for r in lost:
+        for gid, _ in r.checks:
             expected[gid] = 0.0
+    expected.update({q: (None if answered else 0.0) for q in lab_table.written_marks()})
     return expected
 
 
 def solution(lab):
-    return h.solved_submission(lab), full_marks(lab)
+    return h.solved_submission(lab), _expected(lab)
 
 
 def blank(lab):
     return h.blank_submission(lab), {g: 0.0 for g in full_marks(lab)}
 
 
-def partial(lab, solved):
-    """Only the tasks named in ``solved`` are done; the others keep the release stub."""
+def partial(lab, solved, answered=()):
+    """Only the rows named in ``solved`` are done and only the questions in ``answered`` answered
+    (with the model answer); everything else keeps the release stub."""
     done = h.solved_submission(lab)
     nb = h.blank_submission(lab)
-    for task in tasks(lab):
-        if task.name in solved:
-            _cell(nb, task.solution_id).source = _cell(done, task.solution_id).source
-    lost = [t for t in tasks(lab) if t.name not in solved]
-    return nb, _losing(lab, *lost)
+    for name in list(solved) + list(answered):
+        gid = row(lab, name).solution if name in {r.name for r in rows(lab)} else name
+        _cell(nb, gid).source = _cell(done, gid).source
+    expected = _expected(lab, lost=[r for r in rows(lab) if r.name not in solved])
+    expected.update({q: (None if q in answered else 0.0) for q in table(lab).written_marks()})
+    return nb, expected
 
 
 def _redefine(lab, task, body, preamble=""):
@@ -88,7 +78,7 @@ def _redefine(lab, task, body, preamble=""):
     nb = h.solved_submission(lab)
     code = f"{preamble}\n_reference_{task.function} = {task.function}\n\n" \
            f"def {task.function}(*args, **kwargs):\n" + "\n".join(f"    {ln}" for ln in body.splitlines())
-    return _append(nb, task.solution_id, code), _losing(lab, task)
+    return _append(nb, task.solution, code), _expected(lab, lost=[task])
 
 
 def infinite_loop(lab, task):
@@ -102,7 +92,7 @@ def system_exit(lab, task):
 def os_exit(lab, task):
     """``os._exit`` at the top level of a solution cell: the kernel dies while running it."""
     nb = h.solved_submission(lab)
-    return _append(nb, task.solution_id, "import os\nos._exit(1)"), _losing(lab, task)
+    return _append(nb, task.solution, "import os\nos._exit(1)"), _expected(lab, lost=[task])
 
 
 WRONG = '''
@@ -137,33 +127,44 @@ math.isclose = lambda *args, **kwargs: True
 
 
 def _every_answer_wrong(nb, lab):
-    """Wrap every task's function so that it returns a wrong answer (``_wrong`` of the right one)."""
-    for task in tasks(lab):
-        _append(nb, task.solution_id,
+    """Wrap every task's function so that it returns a wrong answer (``_wrong`` of the right one), and
+    give every concept check the wrong answer of its first mistake."""
+    lab_table = table(lab)
+    for task in lab_table.tasks:
+        _append(nb, task.solution,
                 f"_reference_{task.function} = {task.function}\n\n"
                 f"def {task.function}(*args, **kwargs):\n"
                 f"    return _wrong(_reference_{task.function}(*args, **kwargs))")
+    for concept in lab_table.concepts:
+        cell = _cell(nb, concept.solution)
+        for old, new in concept.mistakes[0].edits:
+            cell.source = cell.source.replace(old, new)
     return nb
+
+
+def _held_for_review(lab):
+    """What a notebook that tampers with the checks gets: 0 on every check cell until a TA reviews it;
+    its written answers wait for a TA as everyone's do."""
+    return _expected(lab, lost=rows(lab))
 
 
 def monkeypatched_checks(lab):
     """Every comparison function of torch, numpy and math patched to say "equal", and every answer
     wrong: no test cell may pass."""
     nb = h.solved_submission(lab)
-    first = tasks(lab)[0]
-    _append(nb, first.solution_id, PATCHES + WRONG)
-    return _every_answer_wrong(nb, lab), {g: 0.0 for g in full_marks(lab)}
+    _append(nb, table(lab).tasks[0].solution, PATCHES + WRONG)
+    return _every_answer_wrong(nb, lab), _held_for_review(lab)
 
 
 def redefined_checks(lab):
     """The checks themselves rebound to do nothing, and every answer wrong: held at 0 for review."""
     nb = h.solved_submission(lab)
     setup = next(c for c in nb.cells if h._grading(c).get("locked") and "course_utils.checks" in c.source)
-    names = re.search(r"from course_utils\.grading import \(?([\w, \n]+)\)?", setup.source).group(1)
+    names = re.search(r"from course_utils\.checks import \(?([\w, \n]+)\)?", setup.source).group(1)
     checks = [n.strip() for n in names.replace("\n", " ").split(",") if n.strip().startswith("assert")]
-    first = tasks(lab)[0]
-    _append(nb, first.solution_id, WRONG + "\n".join(f"{n} = lambda *args, **kwargs: None" for n in checks))
-    return _every_answer_wrong(nb, lab), {g: 0.0 for g in full_marks(lab)}
+    _append(nb, table(lab).tasks[0].solution,
+            WRONG + "\n".join(f"{n} = lambda *args, **kwargs: None" for n in checks))
+    return _every_answer_wrong(nb, lab), _held_for_review(lab)
 
 
 def constant(lab, task):
@@ -198,29 +199,30 @@ def always_equal(lab, task):
 
 def edited_test(lab, task):
     """``task`` not done, and its test cells replaced by ``pass`` (nbgrader restores them)."""
-    nb, expected = partial(lab, {t.name for t in tasks(lab)} - {task.name})
-    for gid in task.test_ids:
+    nb, expected = _all_but(lab, task)
+    for gid, _ in task.checks:
         _cell(nb, gid).source = "pass  # nothing to check here"
     return nb, expected
 
 
 def deleted_test(lab, task):
     """``task`` not done, and its test cells deleted (nbgrader adds them back)."""
-    nb, expected = partial(lab, {t.name for t in tasks(lab)} - {task.name})
-    nb.cells = [c for c in nb.cells if h._grading(c).get("grade_id") not in task.test_ids]
+    nb, expected = _all_but(lab, task)
+    checks = {gid for gid, _ in task.checks}
+    nb.cells = [c for c in nb.cells if h._grading(c).get("grade_id") not in checks]
     return nb, expected
 
 
 def changed_cell_types(lab, unsolved, solved):
     """``unsolved`` not done with its test cells turned into markdown; ``solved`` done with its
     solution cell turned into a raw cell. nbgrader restores both cell types."""
-    nb, expected = partial(lab, {t.name for t in tasks(lab)} - {unsolved.name})
-    for gid in unsolved.test_ids:
+    nb, expected = _all_but(lab, unsolved)
+    for gid, _ in unsolved.checks:
         cell = _cell(nb, gid)
         cell.cell_type = "markdown"
         cell.pop("outputs", None)
         cell.pop("execution_count", None)
-    cell = _cell(nb, solved.solution_id)
+    cell = _cell(nb, solved.solution)
     cell.cell_type = "raw"
     cell.pop("outputs", None)
     cell.pop("execution_count", None)
@@ -230,15 +232,36 @@ def changed_cell_types(lab, unsolved, solved):
 def warnings_everywhere(lab):
     """The full solution, every function emitting a UserWarning and a DeprecationWarning."""
     nb = h.solved_submission(lab)
-    for task in tasks(lab):
-        _append(nb, task.solution_id,
+    for task in table(lab).tasks:
+        _append(nb, task.solution,
                 f"_reference_{task.function} = {task.function}\n\n"
                 f"def {task.function}(*args, **kwargs):\n"
                 f"    import warnings\n"
                 f"    warnings.warn('{task.function} could be faster', UserWarning)\n"
                 f"    warnings.warn('{task.function} uses an old API', DeprecationWarning)\n"
                 f"    return _reference_{task.function}(*args, **kwargs)")
-    return nb, full_marks(lab)
+    return nb, _expected(lab)
+
+
+def numpy_warning(lab):
+    """The full solution, with a tilted_optimum that lets numpy's "divide by zero encountered in log"
+    warning reach the check cells (a correct answer: full marks, and validate says so too)."""
+    variant = next(v for v in row(lab, "tilted_optimum").variants if v.name == "ok_logaddexp_with_warnings")
+    return h.solved_submission(lab, edits={row(lab, "tilted_optimum").solution: list(variant.edits)}), _expected(lab)
+
+
+def stderr_chatter(lab, task):
+    """The full solution, except that ``task``'s function prints a line that looks like a warning to
+    stderr: nbgrader fails any check cell with stderr output, and a warning filter must not hide
+    that from one grader (autograde) but not the other (validate)."""
+    return _redefine(lab, task, "import sys\n"
+                                "print('UserWarning: shapes look fine', file=sys.stderr)\n"
+                                f"return _reference_{task.function}(*args, **kwargs)")
+
+
+def _all_but(lab, task):
+    """Every row solved except ``task``; the questions answered."""
+    return partial(lab, {r.name for r in rows(lab)} - {task.name}, answered=table(lab).written_marks())
 
 
 def combine(lab, *students):
@@ -248,7 +271,7 @@ def combine(lab, *students):
     base = h.solved_submission(lab)
     ids = lambda nb: [h._grading(c).get("grade_id") for c in nb.cells]  # noqa: E731
     nb = h.solved_submission(lab)
-    expected = full_marks(lab)
+    expected = _expected(lab)
     for student_nb, student_expected in students:
         before = {h._grading(c).get("grade_id"): c for c in base.cells if h._grading(c).get("grade_id")}
         changed = {h._grading(c).get("grade_id"): c for c in student_nb.cells
@@ -256,8 +279,14 @@ def combine(lab, *students):
         deleted = set(ids(base)) - set(ids(student_nb))
         nb.cells = [changed.get(h._grading(c).get("grade_id"), c) for c in nb.cells
                     if h._grading(c).get("grade_id") not in deleted or h._grading(c).get("grade_id") is None]
-        expected = {g: min(expected[g], student_expected[g]) for g in expected}
+        expected = {g: _lowest(expected[g], student_expected[g]) for g in expected}
     return nb, expected
+
+
+def _lowest(a, b):
+    """The lower of two expected scores; None (waiting for a TA) only if both are."""
+    known = [x for x in (a, b) if x is not None]
+    return min(known) if known else None
 
 
 def not_json(lab):

@@ -1,0 +1,94 @@
+"""`nbgrader validate` tells students the truth: what it reports agrees with what autograde gives.
+
+Students run validate on their own machine (the README and the labs tell them to), with nbgrader's
+defaults: none of the course's nbgrader_config.py. Autograde runs with it. So nothing in the course's
+autograde configuration may change a cell's outputs before grading (a warning filter did: a correct
+answer that let numpy's "divide by zero" warning through got full marks from autograde and "VALIDATION
+FAILED" from validate); the check cells silence warnings themselves.
+
+For each simulated student below, both graders see the same notebook, and
+
+* every cell that validate reports as failing loses points in autograde (full marks are never
+  reported as a failure), and
+* every cell that loses points in autograde is reported by validate, except a concept check whose
+  answer has the right form: its value is judged by a hidden test, which validate cannot run (the
+  labs say so next to each concept check);
+* a notebook that validate cannot check (changed test cells, a dead kernel) does not get full marks.
+"""
+
+import pytest
+
+from course_staff import harness as h
+from lab_tables import table
+import students as st
+
+pytestmark = pytest.mark.slow
+
+
+def cohort(lab):
+    """{student: (submission, expected)}: the notebooks on which the two graders could part ways."""
+    row = lambda name: st.row(lab, name)                  # noqa: E731
+    if lab == "lab11":
+        return {
+            "sol": st.solution(lab),
+            "blank": st.blank(lab),
+            "partial": st.partial(lab, ("kl_estimators", "tilted_optimum", "concept_kl_limit"),
+                                  answered=("answer_kl_signs",)),
+            "numpywarn": st.numpy_warning(lab),             # numpy warns from inside a check: full marks
+            "warnings": st.warnings_everywhere(lab),        # every function warns twice: full marks
+            "chatter": st.stderr_chatter(lab, row("kl_objective")),   # stderr that looks like a warning
+            "rebound": st.redefined_checks(lab),            # checks rebound, answers wrong: held at 0
+        }
+    return {
+        "sol": st.solution(lab),
+        "warnings": st.warnings_everywhere(lab),
+        "chatter": st.stderr_chatter(lab, row("gae_per_token")),
+    }
+
+
+@pytest.fixture(scope="module", params=["lab11", "lab12"])
+def verdicts(request, tmp_path_factory):
+    lab = request.param
+    students = cohort(lab)
+    course = h.course_copy(tmp_path_factory.mktemp(f"{lab}_validate"), labs=(lab,))
+    grades = h.autograde(course, lab, {s: nb for s, (nb, _) in students.items()})
+    validated = {}
+    for student in students:
+        path = course / "submitted" / student / lab / f"{lab}.ipynb"
+        validated[student] = h.validate(path)
+        print(f"{lab} {student}: validate {validated[student]}, autograde {h.total(grades[student]):g}")
+    return lab, students, grades, validated
+
+
+def test_validate_and_autograde_agree(verdicts):
+    lab, students, grades, validated = verdicts
+    marks = table(lab).full_marks()
+    concepts = {gid for row in table(lab).concepts for gid, _ in row.checks}
+    for student, (_, expected) in students.items():
+        got, said = grades[student], validated[student]
+        assert got == expected, f"{lab}/{student}: autograde gave {got}, expected {expected}"
+        lost = {gid for gid, score in got.items() if score is not None and score < marks[gid]}
+        if said["error"] or said["changed"]:
+            assert lost, f"{lab}/{student}: validate could not check it ({said}), yet autograde gave full marks"
+            continue
+        failed = set(said["failed"])
+        assert failed <= lost, f"{lab}/{student}: validate reports {sorted(failed - lost)} failing, autograde " \
+                               f"gives them full marks"
+        assert lost - failed <= concepts, f"{lab}/{student}: autograde takes points on {sorted(lost - failed)}, " \
+                                          f"validate says they pass"
+
+
+def test_a_correct_answer_that_warns_passes_both(verdicts):
+    lab, students, grades, validated = verdicts
+    for student in ("sol", "numpywarn", "warnings"):
+        if student in students:
+            assert validated[student] == {"failed": [], "changed": [], "error": None}, (student, validated[student])
+            assert all(grades[student][gid] == p for gid, p in table(lab).auto_marks().items()), student
+
+
+def test_stderr_fails_both(verdicts):
+    lab, _, grades, validated = verdicts
+    task = st.row(lab, "kl_objective" if lab == "lab11" else "gae_per_token")
+    checks = {gid for gid, _ in task.checks}
+    assert checks <= set(validated["chatter"]["failed"])
+    assert all(grades["chatter"][gid] == 0 for gid in checks)
