@@ -5,11 +5,14 @@ temporary course.
     solution  full marks on every check cell; its written answers wait for a TA
     blank     0 on every graded cell, and the grader completes
     mistake   fewer points on its own row's check cells, full marks on every other check cell, and
-              the failing checks' output names the mistake
+              the failing checks' output names the mistake; a task's mistake already fails a visible
+              check (so that `nbgrader validate` warns the student too)
     variant   another correct formulation (some emit warnings): full marks
 
 Run one lab with `pytest tests/test_mutants.py -k lab12` (about 5 minutes on a quiet 2-core machine).
 """
+
+import re
 
 import nbformat
 import pytest
@@ -19,6 +22,7 @@ from lab_tables import table
 
 pytestmark = pytest.mark.slow
 LABS = ("lab11", "lab12")
+VISIBLE_PASSED = re.compile(r"visible checks pass")   # printed at the end of a check cell's visible part
 MISTAKES = [(lab, row, m) for lab in LABS for row, m in table(lab).mistakes()]
 VARIANTS = [(lab, row, v) for lab in LABS for row, v in table(lab).variants()]
 
@@ -100,8 +104,12 @@ def test_mistake_loses_points_on_its_row_only(graded, case):
     assert lost, f"{mistake.name} was not caught by {sorted(own)}: {got}"
     others = {gid: got[gid] for gid in full if gid not in own and got[gid] != full[gid]}
     assert not others, f"{mistake.name} also lost points on {others}"
-    said = "\n".join(_check_output(course, lab, mistake.student, gid) for gid in lost)
+    outputs = {gid: _check_output(course, lab, mistake.student, gid) for gid in lost}
+    said = "\n".join(outputs.values())
     assert mistake.says in said, f"{mistake.name}: the failing checks do not say {mistake.says!r}:\n{said}"
+    if row in table(lab).tasks:      # a concept check's value is judged by its hidden test alone
+        assert any(not VISIBLE_PASSED.search(out) for out in outputs.values()), \
+            f"{mistake.name} passes every visible check: validate would tell the student all is well"
 
 
 @pytest.mark.parametrize("case", VARIANTS, ids=_case_id)

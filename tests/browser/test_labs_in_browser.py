@@ -6,6 +6,8 @@
   would: the explore cells print "Finish Task N first" instead of a traceback; only the student's own
   solution and test cells may show one.
 - The start-here notebook runs clean.
+- In Lab 11's release a task's first hint unfolds on a click, and a written answer can be typed into
+  its cell and rendered.
 """
 
 import re
@@ -149,3 +151,41 @@ def test_start_here_runs_clean(lab_page):
         assert_all_ran_clean(page, cells, "the start-here notebook")
     jlab.scroll_to_top(page, jlab.cells(page).first)
     jlab.shot(page, "start_here")
+
+
+def test_a_hint_unfolds_and_an_answer_can_be_written(lab_page):
+    """A student opens a task's first hint, then writes a written answer and renders it."""
+    page, server = lab_page
+    relpath = "release/lab11/lab11.ipynb"
+    with step(page, "hint: open the release of Lab 11", "hint"):
+        jlab.open_notebook(page, server, relpath)
+    hint = page.locator(".jp-RenderedMarkdown details", has=page.locator("summary", has_text="Hint 1")).first
+    with step(page, "hint: 'Hint 1' of Task 1a is folded, a click unfolds it", "hint"):
+        hint.scroll_into_view_if_needed()
+        body = hint.locator("p, code").first
+        assert not body.is_visible(), "the hint shows before it is opened"
+        hint.locator("summary").click()
+        body.wait_for(state="visible", timeout=5000)
+        assert hint.evaluate("el => el.open"), "the <details> element did not open"
+        print(f"[browser]   Hint 1 reads: {body.inner_text()[:80]!r}")
+    jlab.scroll_to_top(page, hint)
+    jlab.shot(page, "lab11-hint-open")
+    first_answer = next(i for i, c in enumerate(jlab.notebook_cells(REPO / relpath))
+                        if c.cell_type == "markdown" and c.source.strip() == "YOUR ANSWER HERE")
+    answer = jlab.cells(page).nth(first_answer)          # a fixed cell: its text changes below
+    words = "A single sample of k1 can be negative: the KL is a mean."
+    with step(page, "answer: double-click the first answer cell, type, render", "answer"):
+        answer.scroll_into_view_if_needed()
+        answer.locator(".jp-RenderedMarkdown").dblclick()
+        editor = answer.locator(".jp-InputArea-editor .cm-content")
+        editor.wait_for(state="visible", timeout=5000)
+        editor.click()
+        page.keyboard.press("Control+A")
+        page.keyboard.type(words)
+        page.keyboard.press("Shift+Enter")
+        rendered = answer.locator(".jp-RenderedMarkdown")
+        rendered.wait_for(state="visible", timeout=5000)
+        assert words in rendered.inner_text(), rendered.inner_text()
+        assert "YOUR ANSWER HERE" not in rendered.inner_text()
+    jlab.scroll_to_top(page, answer)
+    jlab.shot(page, "lab11-answer-written")
