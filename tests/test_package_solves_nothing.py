@@ -19,13 +19,13 @@ the package or setting a view's private attributes; such code does the task's wo
 
 import contextlib
 import io
-import re
 import textwrap
 
 import nbformat
 import pytest
 
 from course_staff.solutions import load_lab, notebook_path
+from lab_tables import table
 
 # a stand-in "model": answers every prompt with the logits it was given (duck-typed, not a TinyLM)
 STANDIN = '''
@@ -219,16 +219,13 @@ def bt_loss(r_chosen, r_rejected):
 
 
 def check_cells(lab):
-    """{task function: [check cell sources]} from the grade cells ``test_<function>`` of the source
-    notebook (each holds the visible checks and, between its markers, the hidden ones)."""
+    """{task function: [check cell sources]}: the check cells of each task of the lab's table
+    (tests/lab_tables), from the source notebook (each holds the visible checks and, between its
+    markers, the hidden ones). Concept checks ask for a number or a set read off an experiment, not
+    for a function: they are not tasks here."""
     nb = nbformat.read(str(notebook_path(lab)), as_version=4)
-    cells = {}
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        match = re.fullmatch(r"test_(\w+?)(?:_\d+)?", meta.get("grade_id", ""))
-        if cell.cell_type == "code" and meta.get("grade") and match:
-            cells.setdefault(match.group(1), []).append(cell.source)
-    return cells
+    source = {cell.metadata.get("nbgrader", {}).get("grade_id"): cell.source for cell in nb.cells}
+    return {task.function: [source[gid] for gid, _ in task.checks] for task in table(lab).tasks}
 
 
 _LABS = {}

@@ -50,7 +50,7 @@ class Task:
 @dataclass(frozen=True)
 class Concept:
     """A concept check: a short answer in a code cell, graded automatically."""
-    name: str                # the answer cell's grade_id, e.g. "concept_kl_noise"
+    name: str                # the answer cell's grade_id, e.g. "concept_kl_noise" (it defines a function)
     points: float
     mistakes: tuple = ()     # wrong answers
     variants: tuple = ()

@@ -152,9 +152,9 @@ TABLE = Lab("lab11", tasks=(
     )),
 ), concepts=(
     Concept("concept_kl_noise", 1, mistakes=(
-        M("cc_noise_inverted", (("k1_over_k3_std = 12.2", "k1_over_k3_std = 1 / 12.2"),), "is not within 15%"),)),
+        M("cc_noise_inverted", (("return round(41.72 / 3.43, 1)", "return round(3.43 / 41.72, 2)"),), "is not within 15%"),)),
     Concept("concept_kl_limit", 1, mistakes=(
-        M("cc_limit_log2", (("kl_limit = 0.33", "kl_limit = 0.69"),), "is not within 0.02"),)),
+        M("cc_limit_log2", (("return round(-np.log(0.719), 2)", "return round(np.log(2), 2)"),), "is not within 0.02"),)),
 ), questions=(
     Question("answer_kl_signs", 2),
     Question("answer_objective_identity", 2),

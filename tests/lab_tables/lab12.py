@@ -108,9 +108,9 @@ TABLE = Lab("lab12", tasks=(
     )),
 ), concepts=(
     Concept("concept_ceiling", 1, mistakes=(
-        M("cc_ceiling_blank", (("perfect_agreement = 0.574", "perfect_agreement = 0.646"),), "is not within 0.005"),)),
+        M("cc_ceiling_blank", (("math.exp(-0.3 * (1 - 0))", "math.exp(-0.3 * (1 - -1))"),), "is not within 0.005"),)),
     Concept("concept_clip", 1, mistakes=(
-        M("cc_clip_above", (('no_gradient = {"a", "d"}', 'no_gradient = {"a", "c"}'),), "is not the set"),)),
+        M("cc_clip_above", (('past_the_clip = {"a", "d"}', 'past_the_clip = {"a", "c"}'),), "is not the set"),)),
 ), questions=(
     Question("answer_exp1_predict", 1),
     Question("answer_exp1_explain", 2),
