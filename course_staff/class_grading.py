@@ -9,8 +9,8 @@ Run in the course directory (where nbgrader_config.py is). ``autograde``:
    temporary folder, so release/ is never touched from a grading command);
 2. takes the students collected in submitted/<student>/<lab>/, keeps its shard (a student's shard
    is a hash of the name: every machine computes the same split from any roster) and leaves out
-   the students already graded: autograded/<student>/<lab>/<lab>.ipynb written, and no newer
-   submission since. A folder without that notebook is what a dead worker leaves: regraded;
+   the students already graded (an executed autograded notebook, and no newer submission since;
+   what a dead grader leaves is a notebook never run, which is graded again: see ``graded``);
 3. grades the rest in ``jobs`` worker processes, each taking the next student from one queue and
    running nbgrader's own autograde on that one student (``NbGraderAPI.autograde``), so no student
    is graded twice and each runs in its own kernel. A worker that dies (out of memory, killed)
@@ -37,9 +37,8 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import timezone
 from pathlib import Path
-
-from nbgrader.utils import parse_utc
 
 RERUN = "make autograde LAB={lab} JOBS={jobs}{shard}"
 
@@ -60,6 +59,16 @@ def gradebook_url(course):
     return course_config(course).CourseDirectory.db_url
 
 
+def nbgrader_api(course):
+    """nbgrader's Python API on ``course``, its log kept for the results, not printed."""
+    from nbgrader.apps.api import NbGraderAPI
+
+    api = NbGraderAPI(config=course_config(course))
+    api.log.handlers = []
+    api.log.propagate = False
+    return api
+
+
 def is_sqlite(url):
     return url.startswith("sqlite")
 
@@ -76,15 +85,17 @@ def recorded(url, lab):
 
 
 def record(course, lab):
-    """Record ``lab`` (its cells, points, hidden tests) in the gradebook from source/, writing the
-    generated release into a temporary folder: release/ stays as it is. Returns nbgrader's log."""
+    """Record ``lab`` (its cells, points, hidden tests) in the gradebook from source/: nbgrader's
+    generate_assignment, writing the student version into a temporary folder so that release/
+    stays as it is. Returns nbgrader's log."""
+    api = nbgrader_api(course)
     with tempfile.TemporaryDirectory(prefix=f"record-{lab}-") as scratch:
-        proc = subprocess.run([str(Path(sys.executable).parent / "nbgrader"), "generate_assignment", lab,
-                               "--force", "--create", f"--CourseDirectory.release_directory={scratch}"],
-                              cwd=course, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"recording {lab} in the gradebook failed:\n{proc.stdout}")
-    return proc.stdout
+        api.coursedir.release_directory = scratch       # an absolute path: outside the course
+        result = api.generate_assignment(lab, force=True, create=True)
+    if not result["success"]:
+        raise SystemExit(f"recording {lab} in the gradebook failed:\n{result.get('log', '')}"
+                         f"{result.get('error', '')}")
+    return result.get("log", "")
 
 
 # -- who is graded where ---------------------------------------------------------------------------
@@ -123,15 +134,29 @@ def misnamed(course, lab, student):
 
 
 def _timestamp(folder):
+    """The UTC time in <folder>/timestamp.txt (as nbgrader's collect writes it), or None."""
+    from dateutil import parser    # what nbgrader parses it with, without importing all of nbgrader
+
     path = Path(folder) / "timestamp.txt"
-    return parse_utc(path.read_text().strip()) if path.exists() else None
+    if not path.exists():
+        return None
+    stamp = parser.parse(path.read_text().strip())
+    return stamp.astimezone(timezone.utc).replace(tzinfo=None) if stamp.tzinfo else stamp
 
 
 def graded(course, lab, student):
-    """True when nbgrader finished this student's submission and no newer one came in since."""
+    """True when nbgrader finished this student's submission and no newer one came in since.
+
+    nbgrader writes autograded/<student>/<lab>/<lab>.ipynb twice: sanitized (outputs cleared)
+    before running it, then executed. A grader that dies in between leaves the sanitized one, and
+    plain `nbgrader autograde` then skips the student for good; here it counts as not graded."""
     done = Path(course) / "autograded" / student / lab
-    if not (done / f"{lab}.ipynb").exists():
-        return False                    # never graded, or a worker died while grading it
+    try:
+        cells = json.loads((done / f"{lab}.ipynb").read_text()).get("cells", [])
+    except (OSError, ValueError):
+        return False                    # never graded, or cut off while writing
+    if not any(c.get("execution_count") for c in cells if c.get("cell_type") == "code"):
+        return False                    # sanitized but never run: its grader died
     new, old = _timestamp(Path(course) / "submitted" / student / lab), _timestamp(done)
     return not (new and old and new > old)
 
@@ -143,13 +168,9 @@ def worker(lab):
     protocol = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)                        # anything else printed goes to stderr, not the protocol
     from nbgrader.api import Gradebook
-    from nbgrader.apps.api import NbGraderAPI
 
-    config = course_config(os.getcwd())
-    api = NbGraderAPI(config=config)
-    api.log.handlers = []                # the log comes back in the result, not on stderr
-    api.log.propagate = False
-    url = config.CourseDirectory.db_url
+    api = nbgrader_api(os.getcwd())      # its log comes back in each result
+    url = api.coursedir.db_url
     for line in sys.stdin:
         student = line.strip()
         t0 = time.perf_counter()
@@ -182,9 +203,8 @@ def _start_worker(course, lab):
                                 stderr=log, text=True, bufsize=1)
 
 
-def _serve(course, lab, todo, outcome, report, lock):
-    """One worker's thread: take students from ``todo`` until it is empty."""
-    proc = _start_worker(course, lab)
+def _serve(proc, course, lab, todo, outcome, report, lock):
+    """One worker's thread: hand the worker ``proc`` students from ``todo`` until it is empty."""
     try:
         while True:
             try:
@@ -256,10 +276,6 @@ def autograde(course, lab, jobs=1, shard=(1, 1), out=print):
     except BlockingIOError:
         raise SystemExit(f"another `make autograde LAB={lab}` is running in {course}: wait for it "
                          "(a run that died holds no lock)") from None
-    if not recorded(url, lab):
-        record(course, lab)
-        out(f"{lab} was not in the gradebook: recorded it from source/ (release/ untouched)")
-
     k, n = shard
     everyone = collected(course, lab)
     mine = [s for s in everyone if shard_of(s, n) == k]
@@ -268,11 +284,15 @@ def autograde(course, lab, jobs=1, shard=(1, 1), out=print):
     todo = [s for s in mine if s not in outcome.failed and s not in done]
     where = f" in shard {k}/{n}" if n > 1 else ""
     out(f"{lab}: {len(mine)} submissions{where} ({len(everyone)} collected), {len(done)} already "
-        f"graded, {len(todo)} to grade with {min(jobs, len(todo)) or 1} worker(s); gradebook "
+        f"graded, {len(todo)} to grade with {min(jobs, len(todo))} worker(s); gradebook "
         f"{'SQLite' if is_sqlite(url) else url.split('@')[-1]}")
+    t0 = time.perf_counter()
+    workers = [_start_worker(course, lab) for _ in range(min(jobs, len(todo)))]   # they start up ...
+    if not recorded(url, lab):                                                   # ... meanwhile
+        record(course, lab)
+        out(f"{lab} was not in the gradebook: recorded it from source/ (release/ untouched)")
 
-    t0, lock = time.perf_counter(), threading.Lock()
-    finished = []
+    lock, finished = threading.Lock(), []
 
     def report(student, result):
         finished.append(student)
@@ -290,8 +310,8 @@ def autograde(course, lab, jobs=1, shard=(1, 1), out=print):
     queue_ = queue.Queue()
     for student in todo:
         queue_.put(student)
-    threads = [threading.Thread(target=_serve, args=(course, lab, queue_, outcome, report, lock))
-               for _ in range(min(jobs, len(todo)))]
+    threads = [threading.Thread(target=_serve, args=(proc, course, lab, queue_, outcome, report, lock))
+               for proc in workers]
     for t in threads:
         t.start()
     for t in threads:

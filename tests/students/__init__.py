@@ -159,7 +159,7 @@ def redefined_checks(lab):
     """The checks themselves rebound to do nothing, and every answer wrong: held at 0 for review."""
     nb = h.solved_submission(lab)
     setup = next(c for c in nb.cells if h._grading(c).get("locked") and "course_utils.checks" in c.source)
-    names = re.search(r"from course_utils\.grading import \(?([\w, \n]+)\)?", setup.source).group(1)
+    names = re.search(r"from course_utils\.checks import \(?([\w, \n]+)\)?", setup.source).group(1)
     checks = [n.strip() for n in names.replace("\n", " ").split(",") if n.strip().startswith("assert")]
     first = tasks(lab)[0]
     _append(nb, first.solution_id, WRONG + "\n".join(f"{n} = lambda *args, **kwargs: None" for n in checks))
