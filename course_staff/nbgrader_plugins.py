@@ -5,7 +5,8 @@ ClearWidgetState  -- generate_assignment: drop saved ipywidgets state, so no ima
 HideTestCode      -- generate_feedback: a failed check shows its error type and message, never the
                      traceback, which would quote the lines of a hidden test.
 SurviveKernelDeath -- autograde: a cell that kills the kernel (os._exit, a crash, out of memory)
-                     scores like a failing cell instead of leaving the whole notebook ungraded.
+                     scores like a failing cell instead of leaving the whole notebook ungraded;
+                     a kernel that dies while starting is started again.
 FlagTampering     -- autograde: a notebook whose cells rebind the checks (``assert_close = ...``)
                      or patch a module (``torch.allclose = ...``) is held at 0 for a TA's review.
 RestoreReadOnlyCells -- autograde: nbgrader's OverwriteCells, quiet about the test cells students
@@ -21,6 +22,7 @@ import copy
 
 import nbformat
 from nbclient.exceptions import DeadKernelError
+from nbclient.util import run_sync
 from nbformat.notebooknode import NotebookNode
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader import utils
@@ -58,9 +60,28 @@ class SurviveKernelDeath(Execute):
     """nbgrader's Execute (configured as ``c.Execute``), except that when a cell kills the kernel,
     that cell gets an error output, a new kernel replays the code cells above it (skipping cells
     that killed the kernel or timed out) and execution goes on with the next cell. Without this,
-    one ``os._exit`` leaves a student's whole notebook ungraded."""
+    one ``os._exit`` leaves a student's whole notebook ungraded.
+
+    A kernel that dies while starting is started again, up to ``kernel_starts`` times: with
+    several graders on one machine, the ports a new kernel was given can be taken by another
+    process before it binds them ("Kernel died before replying to kernel_info")."""
 
     max_kernel_deaths = Integer(3, help="Give up on a notebook after this many kernel deaths").tag(config=True)
+    kernel_starts = Integer(3, help="Tries to start a kernel that dies while starting").tag(config=True)
+
+    async def async_start_new_kernel_client(self):
+        for attempt in range(1, self.kernel_starts + 1):
+            try:
+                return await super().async_start_new_kernel_client()
+            except RuntimeError as error:    # nbclient has shut that kernel down and dropped its manager
+                if attempt == self.kernel_starts:
+                    raise
+                self.log.warning("A new kernel died while starting (%s); starting another (try %d of %d)",
+                                 error, attempt + 1, self.kernel_starts)
+                self.create_kernel_manager()            # new ports
+                await self.async_start_new_kernel()
+
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
 
     def preprocess(self, nb, resources=None, km=None):
         self._skip_on_replay = set()

@@ -100,7 +100,7 @@ class Server:
         os.chown(data, uid, gid)
         server = cls(data=data, port=_free_port(), uid=uid, gid=gid)
         server._run("initdb", "-D", f"{data}/cluster", "-U", USER, "--auth=trust", "-E", "UTF8",
-                    "--no-instructions", timeout=120)
+                    "--locale=C", "--no-sync", "--no-instructions", timeout=120)
         options = f"-p {server.port} -k {data} -c listen_addresses=127.0.0.1 -c fsync=off " \
                   f"-c full_page_writes=off -c max_connections=200"
         server._run("pg_ctl", "-D", f"{data}/cluster", "-l", f"{data}/server.log", "-o", options,
