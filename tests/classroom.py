@@ -39,3 +39,20 @@ def ship(exchange, homes, roster, kinds, lab=LAB):
     notebook, through nbgrader's exchange API (homes/<student> is their home)."""
     for student, kind in roster.items():
         _exchange_api(None, exchange, homes / student, student, lab, kinds[kind][0])
+
+
+def gradebook_scores(url, students, lab=LAB):
+    """{student: {grade_id: score}} of every graded cell, for the students with a submission in
+    the gradebook at ``url`` (the score nbgrader counts: a manual one where a TA gave it)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    scores = {}
+    with Gradebook(url) as gb:
+        for student in students:
+            try:
+                nb = gb.find_submission_notebook(lab, lab, student)
+            except MissingEntry:
+                continue
+            scores[student] = {g.name: None if g.score is None else float(g.score)
+                               for g in nb.grades if g.max_score > 0}
+    return scores

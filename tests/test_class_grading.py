@@ -13,12 +13,9 @@ command, and no one else.
 """
 
 import csv
-import os
-import signal
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -39,22 +36,6 @@ def grading(course, *args, env, wait=True):
     proc = subprocess.Popen(cmd, cwd=course, env={**h._env(), **env}, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     return proc.communicate(timeout=900) + (proc.returncode,) if wait else proc
-
-
-def pg_scores(url, students):
-    """{student: {grade_id: score}} from a gradebook (the score nbgrader counts)."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    scores = {}
-    with Gradebook(url) as gb:
-        for student in students:
-            try:
-                nb = gb.find_submission_notebook(LAB, LAB, student)
-            except MissingEntry:
-                continue
-            scores[student] = {g.name: None if g.score is None else float(g.score)
-                               for g in nb.grades if g.max_score > 0}
-    return scores
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +71,7 @@ def the_class(postgres, tmp_path_factory):
                           env={**h._env(), **env}, capture_output=True, text=True)
     logs["tasks"] = proc.stdout + proc.stderr
     return dict(kinds=kinds, roster=roster, serial=serial, url=url, machines=machines, logs=logs,
-                pg=pg_scores(url, roster))
+                pg=classroom.gradebook_scores(url, roster))
 
 
 def _gradable(the_class):
@@ -205,7 +186,7 @@ def test_a_dead_worker_leaves_its_student_for_the_same_command(postgres, tmp_pat
     assert "3 already graded, 1 to grade" in out and "killer: 16/16" in out, out   # lab11: 16 points
     assert before == {s: (course / "autograded" / s / LAB / f"{LAB}.ipynb").stat().st_mtime_ns for s in survivors}
     full = sum(st.full_marks(LAB).values())
-    scores = pg_scores(url, subs)
+    scores = classroom.gradebook_scores(url, subs)
     assert {s: h.total(v) for s, v in scores.items()} == {"alice": full, "bob": 0, "killer": full, "zoe": full}
 
 

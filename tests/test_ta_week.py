@@ -15,7 +15,6 @@ import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
 
-import nbformat
 import pytest
 
 from course_staff import harness as h
