@@ -73,10 +73,10 @@ clear-manual: check-config  ## TA: drop STUDENT's manual scores in LAB (a resubm
 	$(PY) -m course_staff.manual_scores clear $(LAB) $(STUDENT)
 
 postgres-install: setup  ## install Debian's PostgreSQL server when it is missing (as root)
-	@$(PY) -m course_staff.postgres check - 2>/dev/null || { \
+	@$(PY) -m course_staff.postgres check 2>/dev/null || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null \
-	    && $(PY) -m course_staff.postgres check -; \
+	    && $(PY) -m course_staff.postgres check; \
 	  else echo "PostgreSQL is missing: install it (apt-get install postgresql) for the class-grading tests"; fi; }
 
 postgres: postgres-install  ## start a throwaway local PostgreSQL gradebook (a TA's dry run)

@@ -16,6 +16,7 @@ import csv
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -221,3 +222,33 @@ def test_a_kernel_that_dies_while_starting_is_started_again(monkeypatch, tmp_pat
     nb, _ = SurviveKernelDeath(timeout=60).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
     assert nb.cells[0].outputs[0]["text"] == "42\n" and len(starts) == 2
     assert starts[0] is not starts[1]                 # a new kernel manager: new ports
+
+
+def test_the_dry_run_server_starts_serves_a_gradebook_and_stops(tmp_path, monkeypatch):
+    """`make postgres` / `make postgres-stop`: the command a TA runs for a dry run."""
+    import re
+
+    monkeypatch.setenv("PATH", h._env()["PATH"])                # nbgrader calls alembic on a new gradebook
+
+    from course_staff.postgres import PostgresMissing, Server, bindir
+    try:
+        bindir()
+    except PostgresMissing as missing:
+        pytest.skip(str(missing))
+    run = lambda *args: subprocess.run([sys.executable, "-m", "course_staff.postgres", *args],  # noqa: E731
+                                       capture_output=True, text=True, timeout=120)
+    started = run("start", tmp_path)
+    assert started.returncode == 0, started.stderr
+    url = re.search(r"export NBGRADER_DB_URL=(\S+)", started.stdout).group(1)
+    data = Path(Server.of(tmp_path).data)
+    try:
+        assert run("start", tmp_path).returncode == 1                  # one server per folder
+        from nbgrader.api import Gradebook
+        with Gradebook(url) as gb:                                      # nbgrader creates its tables
+            gb.add_student("alice")
+        with Gradebook(url) as gb:
+            assert [s.id for s in gb.students] == ["alice"]
+    finally:
+        stopped = run("stop", tmp_path)
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout, stopped.stderr
+    assert not data.exists() and not (tmp_path / "server.json").exists()
