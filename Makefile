@@ -10,10 +10,14 @@ STAMP  := $(VENV)/.installed
 LABS   := lab11 lab12
 LAB    ?= lab11
 PORT   ?= 8888
+JOBS   ?= 1
+SHARD  ?= 1/1
+PGDIR  := .postgres
 # JupyterLab refuses to run as root (containers, CI) unless told to
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: help setup lab student-edition test test-fast check-config release autograde feedback grades bench science sft browser clean
+.PHONY: record clear-manual postgres postgres-install postgres-stop bench-class
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -40,7 +44,7 @@ browser:  ## install Debian's chromium for the browser tests when it is missing
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium is missing: install it (apt-get install chromium) to run the browser tests"; fi; }
 
-test: setup browser  ## run every test: course_utils, labs, mutants, nbgrader lifecycle, browser
+test: setup browser postgres-install  ## run every test: course_utils, labs, mutants, nbgrader lifecycle, browser
 	$(PY) -m pytest -q -n 2 --dist loadfile   # two workers: one file each at a time
 
 test-fast: setup  ## the unit tests only (seconds)
@@ -52,21 +56,40 @@ check-config: setup  ## fail loudly if nbgrader_config.py has an error (nbgrader
 release: check-config  ## regenerate release/ from source/ (run after editing a lab)
 	for lab in $(LABS); do $(BIN)/nbgrader generate_assignment $$lab --force --create; done
 
-gradebook.db: | check-config
-	# the gradebook learns the labs (their cells, points and hidden tests) from generate_assignment
-	for lab in $(LABS); do $(BIN)/nbgrader generate_assignment $$lab --force --create; done
+record: check-config  ## TA, once per term: record the labs in the gradebook (release/ untouched)
+	$(PY) -m course_staff.class_grading record $(LABS)
 
-autograde: check-config gradebook.db  ## TA: grade every collected submission in submitted/ (LAB=lab11|lab12)
-	$(BIN)/nbgrader autograde $(LAB)
+autograde: check-config  ## TA: grade what is collected and not graded yet (LAB=, JOBS=n, SHARD=k/n)
+	$(PY) -m course_staff.class_grading autograde $(LAB) --jobs $(JOBS) --shard $(SHARD)
 
 feedback: check-config  ## TA: write feedback HTML for every autograded submission (LAB=...)
 	$(BIN)/nbgrader generate_feedback $(LAB)
 
-grades: check-config  ## TA: export every grade to grades.csv
+grades: check-config  ## TA: every grade to grades.csv, per check cell to grades_by_task_<lab>.csv
 	$(BIN)/nbgrader export --to grades.csv
+	$(PY) -m course_staff.task_grades
+
+clear-manual: check-config  ## TA: drop STUDENT's manual scores in LAB (a resubmission counts)
+	$(PY) -m course_staff.manual_scores clear $(LAB) $(STUDENT)
+
+postgres-install: setup  ## install Debian's PostgreSQL server when it is missing (as root)
+	@$(PY) -m course_staff.postgres check 2>/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null \
+	    && $(PY) -m course_staff.postgres check; \
+	  else echo "PostgreSQL is missing: install it (apt-get install postgresql) for the class-grading tests"; fi; }
+
+postgres: postgres-install  ## start a throwaway local PostgreSQL gradebook (a TA's dry run)
+	$(PY) -m course_staff.postgres start $(PGDIR)
+
+postgres-stop: setup  ## stop it and delete its data
+	$(PY) -m course_staff.postgres stop $(PGDIR)
 
 bench: setup  ## time every path students, TAs and instructors wait on
 	$(PY) benchmarks/bench.py
+
+bench-class: postgres-install  ## a class of 40 graded on PostgreSQL with JOBS=1, then JOBS=2
+	$(PY) benchmarks/bench_class.py
 
 science: setup  ## both labs' lessons over 5 seeds, each criterion against a negative control
 	$(PY) benchmarks/science.py
@@ -76,3 +99,4 @@ sft: setup  ## rebuild the shipped SFT checkpoint (deterministic, a few seconds)
 
 clean:  ## remove grading products (keeps .venv)
 	rm -rf submitted autograded feedback exchange gradebook.db grades.csv artifacts .pytest_cache
+	rm -f grades_by_task_*.csv

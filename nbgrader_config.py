@@ -15,8 +15,10 @@ try:
     from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
     from nbgrader import preprocessors as pp
 
+    from course_staff.late_policy import LatePolicy
+    from course_staff.manual_scores import ReportManualScores
     from course_staff.nbgrader_plugins import (ClearWidgetState, FlagTampering, FlagWrittenAnswers,
-                                              HideTestCode, SurviveKernelDeath)
+                                              HideTestCode, RestoreReadOnlyCells, SurviveKernelDeath)
     from course_utils.selfcheck import CELL_LIMIT_S    # students' `make check` applies the same limit
 
     c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
@@ -51,12 +53,23 @@ try:
     c.Execute.interrupt_on_timeout = True
     c.Execute.shutdown_kernel = "immediate"   # a kernel that imported torch is slow to exit politely
     c.OverwriteCells.add_missing_cells = True
+    # ... and the log names the student whose read-only cells were edited, but stays quiet about
+    #     test cells that only lack their hidden tests (every honest submission)
+    c.Autograde.sanitize_preprocessors = [pp.ClearOutput, pp.DeduplicateIds, pp.OverwriteKernelspec,
+                                          RestoreReadOnlyCells, pp.CheckCellMetadata]
     # a cell that kills the kernel (os._exit) fails like any other cell, the rest is still graded;
     # a notebook that rebinds the checks or patches torch/numpy/math is held at 0 for review; every
-    # written answer waits for a TA (a blank one with its 0)
+    # written answer waits for a TA (a blank one with its 0); a manual score that stays in force over
+    # a resubmission's new automatic score is logged
     c.Autograde.autograde_preprocessors = [
         SurviveKernelDeath, ClearMetadataPreprocessor, pp.LimitOutput,
-        pp.SaveAutoGrades, FlagTampering, FlagWrittenAnswers, pp.AssignLatePenalties, pp.CheckCellMetadata]
+        pp.SaveAutoGrades, FlagTampering, FlagWrittenAnswers, ReportManualScores, pp.AssignLatePenalties,
+        pp.CheckCellMetadata]
+    # late submissions (against the due date in the gradebook): 15 min of grace, then 10 % of the
+    # score per started day late (course_staff/late_policy.py; nbgrader's default is no penalty)
+    c.AssignLatePenalties.plugin_class = LatePolicy
+    c.LatePolicy.grace_minutes = 15
+    c.LatePolicy.percent_per_day = 10
     # any stderr in a grade cell scores 0. Warnings never mean a wrong answer, so each check cell
     # silences them itself (course_utils.checks.no_warnings); nothing here filters outputs before
     # SaveAutoGrades, so autograde decides on the same outputs as `nbgrader validate` on a student's
@@ -68,7 +81,7 @@ try:
 
     # -- the local exchange (a JupyterHub course sets its own root and db_url, see README)
     c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", str(here / "exchange"))
-    c.CollectApp.check_owner = False
+    c.ExchangeCollect.check_owner = False      # (formerly CollectApp.check_owner)
 except Exception:  # noqa: BLE001 -- any error in this file must stop nbgrader, loudly
     traceback.print_exc()
     print("nbgrader_config.py is broken (see above); refusing to run with a partial configuration.",

@@ -5,26 +5,35 @@ ClearWidgetState  -- generate_assignment: drop saved ipywidgets state, so no ima
 HideTestCode      -- generate_feedback: a failed check shows its error type and message, never the
                      traceback, which would quote the lines of a hidden test.
 SurviveKernelDeath -- autograde: a cell that kills the kernel (os._exit, a crash, out of memory)
-                     scores like a failing cell instead of leaving the whole notebook ungraded.
+                     scores like a failing cell instead of leaving the whole notebook ungraded;
+                     a kernel that dies while starting is started again.
 FlagTampering     -- autograde: a notebook whose cells rebind the checks (``assert_close = ...``)
                      or patch a module (``torch.allclose = ...``) is held at 0 for a TA's review.
 FlagWrittenAnswers -- autograde: every written answer waits for a TA ("needs manual grade"), a
                      blank one included (it keeps the 0 that nbgrader gives it).
+RestoreReadOnlyCells -- autograde: nbgrader's OverwriteCells, quiet about the test cells students
+                     get without their hidden tests; a real edit of a read-only cell is logged
+                     under TAMPER_ALARM with the student's name.
 check_config      -- `python -m course_staff.nbgrader_plugins`: load nbgrader_config.py and fail on
-                     any error in it, a syntax error included, which nbgrader would only log.
+                     any error in it, a syntax error included, which nbgrader would only log, and
+                     on any outdated name that nbgrader would only warn about (CollectApp, ...).
 """
 
 import ast
 import copy
 
+import nbformat
 from nbclient.exceptions import DeadKernelError
+from nbclient.util import run_sync
 from nbformat.notebooknode import NotebookNode
-from nbgrader.api import Gradebook
-from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader import utils
+from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor, OverwriteCells
 from traitlets import Integer
 
 KERNEL_DIED = ("KernelDied", "the kernel died while running this cell (os._exit, a crash or out of "
                "memory); it was skipped, the kernel restarted and the cells above it were run again")
+TAMPER_ALARM = "TAMPERING?"      # starts every log line about a submission that may cheat: grep for it
 
 
 class ClearWidgetState(NbGraderPreprocessor):
@@ -53,9 +62,28 @@ class SurviveKernelDeath(Execute):
     """nbgrader's Execute (configured as ``c.Execute``), except that when a cell kills the kernel,
     that cell gets an error output, a new kernel replays the code cells above it (skipping cells
     that killed the kernel or timed out) and execution goes on with the next cell. Without this,
-    one ``os._exit`` leaves a student's whole notebook ungraded."""
+    one ``os._exit`` leaves a student's whole notebook ungraded.
+
+    A kernel that dies while starting is started again, up to ``kernel_starts`` times: with
+    several graders on one machine, the ports a new kernel was given can be taken by another
+    process before it binds them ("Kernel died before replying to kernel_info")."""
 
     max_kernel_deaths = Integer(3, help="Give up on a notebook after this many kernel deaths").tag(config=True)
+    kernel_starts = Integer(3, help="Tries to start a kernel that dies while starting").tag(config=True)
+
+    async def async_start_new_kernel_client(self):
+        for attempt in range(1, self.kernel_starts + 1):
+            try:
+                return await super().async_start_new_kernel_client()
+            except RuntimeError as error:    # nbclient has shut that kernel down and dropped its manager
+                if attempt == self.kernel_starts:
+                    raise
+                self.log.warning("A new kernel died while starting (%s); starting another (try %d of %d)",
+                                 error, attempt + 1, self.kernel_starts)
+                self.create_kernel_manager()            # new ports
+                await self.async_start_new_kernel()
+
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
 
     def preprocess(self, nb, resources=None, km=None):
         self._skip_on_replay = set()
@@ -218,8 +246,8 @@ class FlagTampering(NbGraderPreprocessor):
             return nb, resources
         info = resources["nbgrader"]
         student, lab, notebook = info["student"], info["assignment"], info["notebook"]
-        self.log.warning("%s / %s: the checks may have been tampered with; every graded cell is 0 "
-                         "until a TA reviews it:\n  %s", student, lab, "\n  ".join(reasons))
+        self.log.warning("%s %s / %s: the checks may have been tampered with; every graded cell is 0 "
+                         "until a TA reviews it:\n  %s", TAMPER_ALARM, student, lab, "\n  ".join(reasons))
         comment = "Grades withheld for review: " + "; ".join(reasons)
         with Gradebook(info["db_url"]) as gb:
             for cell in nb.cells:
@@ -266,11 +294,49 @@ class FlagWrittenAnswers(NbGraderPreprocessor):
         return nb, resources
 
 
+class RestoreReadOnlyCells(OverwriteCells):
+    """nbgrader's OverwriteCells (restores read-only cells, cell types and points from the
+    gradebook), with a log that tells honest submissions from edited ones.
+
+    A test cell reaches students without its hidden tests, so its checksum never matches the
+    gradebook's, and nbgrader warns "Attribute 'checksum' for cell ... has changed!" for every
+    test cell of every honest submission. Here a cell that is exactly what the release carries is
+    restored silently; any other change is logged under TAMPER_ALARM with the student's name."""
+
+    def preprocess(self, nb, resources):
+        self._who = "{student} / {assignment}".format(**resources["nbgrader"])
+        return super().preprocess(nb, resources)
+
+    def report_change(self, name, attr, old, new):
+        if attr == "checksum" and new == self._released_checksum(name):
+            self.log.debug("%s: cell %s is the released one (hidden tests restored)", self._who, name)
+            return
+        change = "code was edited" if attr == "checksum" else f"{attr} was changed from {old} to {new}"
+        self.log.warning("%s %s: the read-only cell %s: its %s; the original was restored before "
+                         "grading", TAMPER_ALARM, self._who, name, change)
+
+    def _released_checksum(self, name):
+        """The checksum of cell ``name`` as generate_assignment released it: the gradebook's source
+        with its hidden tests cleared."""
+        source = self.gradebook.find_source_cell(name, self.notebook_id, self.assignment_id)
+        meta = {"grade_id": name, "locked": source.locked, "solution": False, "grade": False}
+        try:
+            graded = self.gradebook.find_graded_cell(name, self.notebook_id, self.assignment_id)
+            meta.update(grade=True, points=float(graded.max_score))
+        except MissingEntry:
+            pass
+        cell = nbformat.from_dict({"cell_type": source.cell_type, "source": source.source,
+                                   "metadata": {"nbgrader": meta}})
+        ClearHiddenTests().preprocess_cell(cell, {}, 0)
+        return utils.compute_checksum(cell)
+
+
 def check_config(path="nbgrader_config.py"):
     """Load an nbgrader config file as nbgrader would, but let any error stop the process.
 
     nbgrader itself only logs "Exception while loading config file" (a syntax error, say) and goes on
-    with a partial configuration; the Makefile's TA targets run this first.
+    with a partial configuration, and only warns about outdated names (``CollectApp.check_owner``
+    for ``ExchangeCollect.check_owner``); the Makefile's TA targets run this first.
     """
     import runpy
 
@@ -278,7 +344,41 @@ def check_config(path="nbgrader_config.py"):
 
     config = Config()
     runpy.run_path(str(path), init_globals={"get_config": lambda: config})
+    outdated = outdated_names(config)
+    if outdated:
+        raise SystemExit(f"{path} uses names that nbgrader has renamed (it would only warn and "
+                         "carry on):\n  " + "\n  ".join(outdated))
     return config
+
+
+def outdated_names(config):
+    """nbgrader's own warnings about outdated names in ``config``: every nbgrader application,
+    converter and exchange class that renames a section or option is asked to load a copy."""
+    import logging
+
+    import nbgrader.apps
+    import nbgrader.converters
+    import nbgrader.exchange.default
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            message = " ".join(record.getMessage().split())
+            if "Outdated config" in message or "in config, not" in message:
+                found.append(message)
+
+    classes = {cls for module in (nbgrader.apps, nbgrader.converters, nbgrader.exchange.default)
+               for cls in vars(module).values()
+               if isinstance(cls, type) and "_load_config" in vars(cls)}
+    found = []
+    for cls in classes:
+        instance = cls()
+        log = instance.log
+        handlers, log.handlers = log.handlers, [Collect()]     # collected, not printed
+        try:
+            instance._load_config(copy.deepcopy(config))
+        finally:
+            log.handlers = handlers
+    return sorted(set(found))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,78 @@
+"""Manual scores and resubmissions: a TA's score must not silently hide a new automatic one.
+
+nbgrader keeps a TA's manual score when it regrades a resubmission (the gradebook's score is the
+manual one whenever there is one), so a student who resubmits after a manual score keeps that score
+whatever the new notebook earns. ``ReportManualScores`` (an autograde preprocessor, after the
+grades are saved) logs each cell where that happens; ``clear`` drops a student's manual scores
+for a lab so that the automatic ones count again:
+
+    python -m course_staff.manual_scores clear lab11 alice      # make clear-manual LAB=lab11 STUDENT=alice
+"""
+
+import os
+import sys
+
+from nbgrader.api import Gradebook
+from nbgrader.preprocessors import NbGraderPreprocessor
+
+SHADOWED = "MANUAL SCORE KEPT"      # starts every log line about a manual score that hides a new one
+HELD_FOR_REVIEW = "Grades withheld for review"     # FlagTampering's comment: such cells stay flagged
+
+
+def clear_command(lab, student):
+    return f"make clear-manual LAB={lab} STUDENT={student}"
+
+
+class ReportManualScores(NbGraderPreprocessor):
+    """Log, per cell, where a manual score stays in force over a different new automatic score."""
+
+    def preprocess(self, nb, resources):
+        info = resources["nbgrader"]
+        student, lab = info["student"], info["assignment"]
+        with Gradebook(info["db_url"]) as gb:
+            submission = gb.find_submission_notebook(info["notebook"], lab, student)
+            for grade in submission.grades:
+                if grade.manual_score is not None and grade.manual_score != grade.auto_score:
+                    self.log.warning("%s %s / %s / %s: the manual score %g stays in force; the new "
+                                     "automatic score is %s. To count the automatic scores: %s",
+                                     SHADOWED, student, lab, grade.name, grade.manual_score,
+                                     "none" if grade.auto_score is None else f"{grade.auto_score:g}",
+                                     clear_command(lab, student))
+        return nb, resources
+
+
+def clear(db_url, lab, student):
+    """Drop every manual score of ``student`` in ``lab``; returns {cell: (manual, automatic)} of
+    the scores cleared. A cell held for review (tampering) stays flagged "needs manual grade"."""
+    cleared = {}
+    with Gradebook(db_url) as gb:
+        submission = gb.find_submission(lab, student)
+        for notebook in submission.notebooks:
+            held = any(HELD_FOR_REVIEW in (c.auto_comment or "") for c in notebook.comments)
+            for grade in notebook.grades:
+                if grade.manual_score is not None:
+                    cleared[grade.name] = (grade.manual_score, grade.auto_score)
+                    grade.manual_score = None
+                    grade.needs_manual_grade = held or grade.auto_score is None
+        gb.db.commit()
+    return cleared
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 3 or argv[0] != "clear":
+        print("usage: python -m course_staff.manual_scores clear LAB STUDENT", file=sys.stderr)
+        return 2
+    _, lab, student = argv
+    from course_staff.class_grading import gradebook_url
+    cleared = clear(gradebook_url(os.getcwd()), lab, student)
+    for cell, (manual, auto) in cleared.items():
+        print(f"{student} / {lab} / {cell}: manual score {manual:g} dropped; "
+              f"the automatic score {'(none)' if auto is None else f'{auto:g}'} counts")
+    if not cleared:
+        print(f"{student} / {lab}: no manual score to drop")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

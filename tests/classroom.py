@@ -1,0 +1,58 @@
+"""A class of simulated students for the class-grading tests and `make bench-class`.
+
+The lifecycle test's Lab 11 students -- honest, partial and adversarial, the notebook that is not
+JSON included -- except the infinite loop (a 30 s timeout per call would be all the test measured),
+each repeated under new names until the class has ``size`` students:
+
+    kinds = distinct()                     # {"sol": (notebook, expected {grade_id: points}), ...}
+    roster = class_of(40, kinds)           # {"sol-01": "sol", "blank-01": "blank", ...}: student -> kind
+    ship(exchange, course, roster, kinds)  # every student fetches lab11 and submits their notebook
+
+Grading is per student, so a copy of a notebook must get the same grade as the original: the
+class test grades each kind once, serially, on SQLite, and compares every student of the class
+with the grade of its kind.
+"""
+
+import itertools
+
+from test_lifecycle import _exchange_api, roster as lifecycle_roster
+
+LAB = "lab11"
+LEFT_OUT = {"loop"}          # infinite loop: one 30 s timeout per call
+
+
+def distinct(lab=LAB):
+    """{kind: (submission, expected)} of the lifecycle roster of ``lab``, minus LEFT_OUT."""
+    return {kind: build() for kind, build in lifecycle_roster(lab).items() if kind not in LEFT_OUT}
+
+
+def class_of(size, kinds):
+    """{student: kind}: the kinds in turn (sol-01, blank-01, ..., sol-02, ...) up to ``size``."""
+    names = {}
+    for i, kind in zip(range(size), itertools.cycle(sorted(kinds))):
+        names[f"{kind}-{i // len(kinds) + 1:02d}"] = kind
+    return names
+
+
+def ship(exchange, homes, roster, kinds, lab=LAB):
+    """Every student of ``roster`` fetches ``lab`` from ``exchange`` and submits their kind's
+    notebook, through nbgrader's exchange API (homes/<student> is their home)."""
+    for student, kind in roster.items():
+        _exchange_api(None, exchange, homes / student, student, lab, kinds[kind][0])
+
+
+def gradebook_scores(url, students, lab=LAB):
+    """{student: {grade_id: score}} of every graded cell, for the students with a submission in
+    the gradebook at ``url`` (the score nbgrader counts: a manual one where a TA gave it)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    scores = {}
+    with Gradebook(url) as gb:
+        for student in students:
+            try:
+                nb = gb.find_submission_notebook(lab, lab, student)
+            except MissingEntry:
+                continue
+            scores[student] = {g.name: None if g.score is None else float(g.score)
+                               for g in nb.grades if g.max_score > 0}
+    return scores
