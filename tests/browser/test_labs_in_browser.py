@@ -149,3 +149,25 @@ def test_start_here_runs_clean(lab_page):
         assert_all_ran_clean(page, cells, "the start-here notebook")
     jlab.scroll_to_top(page, jlab.cells(page).first)
     jlab.shot(page, "start_here")
+
+
+def test_beyond_ppo_runs_and_its_beta_slider_redraws(lab_page):
+    """The staff companion: Run All from its cache of results, then its beta slider moves and re-draws."""
+    page, server = lab_page
+    relpath = "notebooks/beyond_ppo.ipynb"
+    path, cells = notebook(relpath)
+    check_kernelspec(path)
+    with step(page, f"beyond PPO: open {relpath}", "beyond_ppo"):
+        jlab.open_notebook(page, server, relpath)
+    with step(page, "beyond PPO: Run All", "beyond_ppo"):
+        jlab.run_all(page, RUN_ALL_TIMEOUT_S)
+    with step(page, "beyond PPO: every code cell ran without error output", "beyond_ppo"):
+        assert_all_ran_clean(page, cells, "beyond_ppo.ipynb")
+    with step(page, "beyond PPO: its beta slider moves, readout and plot update", "beyond_ppo"):
+        found = [jlab.sliders(page).nth(k) for k in range(jlab.sliders(page).count())]
+        found = [s for s in found if BETA.search(jlab.slider_state(s)["label"])]
+        assert found, "no beta slider in beyond_ppo.ipynb"
+        before, after = jlab.move_slider(page, found[0])
+        print(f"[browser]   beta: {before['readout']} -> {after['readout']}, new plot image (cell {before['cell']})")
+    jlab.show_view(page, found[0])
+    print(f"[browser]   screenshot {jlab.shot(page, 'beyond_ppo-slider-beta')}")
