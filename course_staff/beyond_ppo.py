@@ -46,9 +46,16 @@ _LABS = {}
 
 
 def lab(name):
-    """The namespace of a lab's reference solution, loaded once per process."""
+    """The namespace of a lab's reference solution, loaded once per process.
+
+    Loading runs the lab's cells, some of which sample: the random states of torch and of Python are
+    restored afterwards, so a run that loads a lab half-way is the same run as one that does not.
+    """
     if name not in _LABS:
-        _LABS[name] = load_lab(name)
+        state = random.getstate()
+        with torch.random.fork_rng():
+            _LABS[name] = load_lab(name)
+        random.setstate(state)
     return _LABS[name]
 
 

@@ -151,3 +151,17 @@ def test_notebook_runs_top_to_bottom_in_time():
     assert not errors, f"error or stderr output: {errors[0]}"
     assert seconds < RUN_ALL_BUDGET_S, f"Run All took {seconds:.0f} s (budget {RUN_ALL_BUDGET_S} s)"
     print(f"beyond_ppo.ipynb ran top to bottom in {seconds:.1f} s")
+
+
+def test_loading_a_lab_leaves_the_random_state_alone():
+    """Loading runs the lab's cells (which sample): a run that loads Lab 11 half-way (GRPO's first k3)
+    must be the same run as one that had it loaded already."""
+    import random
+    B._LABS.pop("lab11", None)
+    torch.manual_seed(0)
+    random.seed(0)
+    B.lab("lab11")
+    after_loading = (torch.rand(3).tolist(), random.random())
+    torch.manual_seed(0)
+    random.seed(0)
+    assert after_loading == (torch.rand(3).tolist(), random.random())

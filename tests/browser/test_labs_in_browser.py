@@ -6,6 +6,8 @@
   would: the explore cells print "Finish Task N first" instead of a traceback; only the student's own
   solution and test cells may show one.
 - The start-here notebook runs clean.
+- The staff companion notebooks/beyond_ppo.ipynb runs all (from its cache of results) and its beta
+  slider re-draws.
 """
 
 import re
@@ -136,17 +138,21 @@ def test_release_notebook_says_finish_task_first(lab_page, lab):
     jlab.shot(page, f"{lab}-release")
 
 
-def test_start_here_runs_clean(lab_page):
-    page, server = lab_page
-    relpath = "notebooks/00_start_here.ipynb"
+def run_all_clean(page, server, relpath, name, tag):
+    """Open a notebook, Run All, and check that every code cell ran without error output."""
     path, cells = notebook(relpath)
     check_kernelspec(path)
-    with step(page, f"start here: open {relpath}", "start"):
+    with step(page, f"{name}: open {relpath}", tag):
         jlab.open_notebook(page, server, relpath)
-    with step(page, "start here: Run All", "start"):
+    with step(page, f"{name}: Run All", tag):
         jlab.run_all(page, RUN_ALL_TIMEOUT_S)
-    with step(page, "start here: every code cell ran without error output", "start"):
-        assert_all_ran_clean(page, cells, "the start-here notebook")
+    with step(page, f"{name}: every code cell ran without error output", tag):
+        assert_all_ran_clean(page, cells, relpath)
+
+
+def test_start_here_runs_clean(lab_page):
+    page, server = lab_page
+    run_all_clean(page, server, "notebooks/00_start_here.ipynb", "start here", "start")
     jlab.scroll_to_top(page, jlab.cells(page).first)
     jlab.shot(page, "start_here")
 
@@ -154,15 +160,7 @@ def test_start_here_runs_clean(lab_page):
 def test_beyond_ppo_runs_and_its_beta_slider_redraws(lab_page):
     """The staff companion: Run All from its cache of results, then its beta slider moves and re-draws."""
     page, server = lab_page
-    relpath = "notebooks/beyond_ppo.ipynb"
-    path, cells = notebook(relpath)
-    check_kernelspec(path)
-    with step(page, f"beyond PPO: open {relpath}", "beyond_ppo"):
-        jlab.open_notebook(page, server, relpath)
-    with step(page, "beyond PPO: Run All", "beyond_ppo"):
-        jlab.run_all(page, RUN_ALL_TIMEOUT_S)
-    with step(page, "beyond PPO: every code cell ran without error output", "beyond_ppo"):
-        assert_all_ran_clean(page, cells, "beyond_ppo.ipynb")
+    run_all_clean(page, server, "notebooks/beyond_ppo.ipynb", "beyond PPO", "beyond_ppo")
     with step(page, "beyond PPO: its beta slider moves, readout and plot update", "beyond_ppo"):
         found = [jlab.sliders(page).nth(k) for k in range(jlab.sliders(page).count())]
         found = [s for s in found if BETA.search(jlab.slider_state(s)["label"])]
