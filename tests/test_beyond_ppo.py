@@ -130,6 +130,7 @@ def test_notebook_is_staff_only_and_saved_without_outputs():
     nb = nbformat.read(NOTEBOOK, as_version=4)
     first = nb.cells[0].source
     assert "staff" in first.lower() and "student edition" in first.lower()
+    assert nb.metadata.get("course", {}).get("audience") == "staff", "the student edition's builder reads this"
     assert "widgets" not in nb.metadata and nb.metadata.get("kernelspec", {}).get("name") == "python3"
     for cell in nb.cells:
         if cell.cell_type == "code":
