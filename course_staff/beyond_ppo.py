@@ -35,10 +35,10 @@ import torch
 import torch.nn.functional as F
 
 from course_staff.solutions import load_lab
-from course_utils.labeler import gold_score, ranked_data
-from course_utils.reward_model import digit_counts
+from course_utils.labeler import ranked_data, response_metrics
+from course_utils.reward_model import digit_counts, sft_offset
 from course_utils.runtime import progress
-from course_utils.tinylm import TinyLM, decode_responses, load_sft, make_batch, sample, sequence_logprobs
+from course_utils.tinylm import TinyLM, load_sft, make_batch, sample, sequence_logprobs
 
 N_PROMPTS = 2000          # ranked prompts (x 4 responses: 12,000 pairs), and as many held out
 
@@ -108,9 +108,7 @@ def make_world(seed=0, n_prompts=N_PROMPTS, kappa=None):
     held = ranked_data(sft, n_prompts, k=4, seed=10 * seed + 1, kappa=kappa)
     rm = lab("lab12")["train_reward_model"](train, seed=seed)
     with torch.no_grad():
-        prompts, _ = make_batch(2000, random.Random(10 * seed + 2))
-        out = sample(sft, prompts, generator=torch.Generator().manual_seed(10 * seed + 2))
-        rm_offset = rm(digit_counts(out)).mean().item()
+        rm_offset = sft_offset(rm, sft, seed=10 * seed + 2)
     return World(seed, sft, train, held, rm, rm_offset)
 
 
@@ -287,7 +285,7 @@ def train_grpo(world, cfg=GRPOConfig()):
     clock = Clock()
     name = "GRPO" if cfg.scale else "GRPO (mean only)"
     for _ in progress(range(cfg.iters), desc=f"{name}, beta {cfg.beta:g}"):
-        prompts, answers = make_batch(cfg.batch, gen)
+        prompts, _ = make_batch(cfg.batch, gen)
         out = sample(policy, [p for p in prompts for _ in range(cfg.k)])
         mask = out["mask"]
         with torch.no_grad():
@@ -306,14 +304,10 @@ def train_grpo(world, cfg=GRPOConfig()):
             torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
             opt.step()
         with torch.no_grad():
-            gold = gold_score(out)
             hist["rm"].append(score.mean().item())
-            hist["gold"].append(gold.mean().item())
             hist["kl"].append(kl_seq.mean().item())
-            right = [r == a for r, a in zip(decode_responses(out), [a for a in answers for _ in range(cfg.k)])]
-            hist["acc"].append(sum(right) / len(right))
-            hist["malformed"].append((gold < 0).float().mean().item())
-            hist["digits"].append(digit_counts(out).sum(1).mean().item())
+            for name, values in response_metrics(out).items():
+                hist[name].append(values.mean().item())
             hist["k3"].append(stats["k3"])
             hist["clip_frac"].append(stats["clip_frac"])
             hist["cpu_at"].append(clock.read()["cpu"])

@@ -4,14 +4,14 @@ of course_staff.beyond_results), so they run in milliseconds and train nothing.
     display(plot_summary(res))          # gold and the distances to both optima, over beta
     display(plot_dpo_epochs(res))       # DPO epoch by epoch: gold (exact) and held-out pair accuracy
     display(plot_budget(res, 0.1))      # PPO and GRPO over the same CPU time
-    view = BetaSlider(res); display(view.widget())     # every policy at one beta
+    BetaSlider(res).show()              # every policy at one beta, on a slider
 """
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from course_utils.views.base import PngFigure, canvas_png
+from course_utils.views.base import PngFigure, View, canvas_png, show_slider
 
 COLORS = {"optimum RM": "tab:green", "optimum labeler": "tab:olive", "PPO": "tab:blue", "DPO": "tab:red",
           "GRPO": "tab:purple", "GRPO, KL in reward": "tab:pink"}
@@ -111,17 +111,20 @@ def plot_budget(res, beta):
     return fig
 
 
-class BetaSlider:
+class BetaSlider(View):
     """Every policy at one beta of the cache: gold and accuracy, the distances to both optima, and the
-    most likely answers to the cached prompt. ``update(beta)`` redraws and returns the PNG bytes."""
+    most likely answers to the cached prompt (course_utils.views.base's protocol: ``show()``, and
+    ``update(beta)`` -> PNG bytes of the frame, ``caption()`` the line under the slider)."""
 
-    def __init__(self, res):
-        self.res, self.names, self.output = res, policies(res), None
+    def __init__(self, res, beta=None):
+        self.res, self.beta = res, res["betas"][1] if beta is None else beta
+        self.names = policies(res)
+
+    def _prepare(self):
         self.fig = Figure(figsize=(15, 4.2), dpi=80)
         FigureCanvasAgg(self.fig)
         self.fig.subplots_adjust(left=0.04, right=0.99, bottom=0.24, top=0.84, wspace=0.3)
         self.axes = self.fig.subplots(1, 3, width_ratios=[1, 1, 1.3])
-        self.update(res["betas"][1])
 
     def _bars(self, ax, keys, beta, log=False):
         x = np.arange(len(self.names))
@@ -159,32 +162,27 @@ class BetaSlider:
             ax_top.text(0.0, 1 - i / len(rows), f"{name}:", fontsize=9, color=COLORS.get(name, "gray"),
                         transform=ax_top.transAxes, va="top", weight="bold")
             ax_top.text(0.0, 1 - (i + 0.45) / len(rows), shown, fontsize=9, transform=ax_top.transAxes, va="top")
-        ppo, dpo = figures(self.res, beta, "PPO")["rm"], figures(self.res, beta, "DPO")["rm"]
-        self.fig.suptitle(rf"$\beta$ = {beta:g}:   gold  PPO {ppo['gold']:+.2f}   DPO {dpo['gold']:+.2f}   "
-                          f"GRPO {figures(self.res, beta, 'GRPO')['rm']['gold']:+.2f}   "
-                          f"(SFT {self.res['sft']['gold']:+.2f})", fontsize=12)
+        self.fig.suptitle(rf"$\beta$ = {beta:g}", fontsize=12)
 
-    def update(self, beta):
-        self.draw(beta)
+    def update(self, value):
+        """Draw every policy at beta = ``value`` (one of the cached betas); returns the frame's PNG bytes."""
+        self.prepare()
+        self.beta = value
+        self.draw(value)
         self.fig.canvas.draw()
-        png = canvas_png(self.fig.canvas)
-        if self.output is not None:
-            from IPython.display import Image, display
-            with self.output:
-                self.output.clear_output(wait=True)
-                display(Image(png))
-        return png
+        return canvas_png(self.fig.canvas)
 
-    def widget(self, beta=None):
-        """A SelectionSlider over the cached betas, with the plot below it."""
+    def caption(self):
+        gold = {m: figures(self.res, self.beta, m)["rm"]["gold"] for m in self.res["methods"]}
+        return (f"beta = {self.beta:g}: gold " + ", ".join(f"{m} {g:+.2f}" for m, g in gold.items())
+                + f" (SFT model {self.res['sft']['gold']:+.2f})")
+
+    def display(self):
+        """A SelectionSlider over the cached betas, the caption, and the frame."""
         import ipywidgets as W
-        beta = self.res["betas"][1] if beta is None else beta
-        self.output = W.Output()
-        slider = W.SelectionSlider(options=[(f"{b:g}", b) for b in self.res["betas"]], value=beta,
+        slider = W.SelectionSlider(options=[(f"{b:g}", b) for b in self.res["betas"]], value=self.beta,
                                    description="beta", continuous_update=False)
-        slider.observe(lambda change: self.update(change["new"]), names="value")
-        self.update(beta)
-        return W.VBox([slider, self.output])
+        show_slider(self, slider, "beta")
 
 
 def answer_text(response):

@@ -120,6 +120,7 @@ def test_views_draw_the_cache(cached):
         assert fig._repr_png_()[:4] == b"\x89PNG"
     view = V.BetaSlider(cached)
     frames = {beta: view.update(beta) for beta in cached["betas"]}
+    assert view.caption().startswith(f"beta = {cached['betas'][-1]:g}")
     assert all(png[:4] == b"\x89PNG" for png in frames.values())
     assert len(set(frames.values())) == len(frames), "each beta draws its own frame"
 
