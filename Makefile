@@ -68,7 +68,7 @@ grades: check-config  ## TA: export every grade to grades.csv
 bench: setup  ## time every path students, TAs and instructors wait on
 	$(PY) benchmarks/bench.py
 
-science: setup  ## both labs' lessons over 5 seeds, each criterion against a negative control
+science: setup  ## both labs' lessons and the Beyond PPO notebook's claims over 5 seeds, each against a negative control
 	$(PY) benchmarks/science.py
 
 sft: setup  ## rebuild the shipped SFT checkpoint (deterministic, a few seconds)
