@@ -91,7 +91,7 @@ bench: setup  ## time every path students, TAs and instructors wait on
 bench-class: postgres-install  ## a class of 40 graded on PostgreSQL with JOBS=1, then JOBS=2
 	$(PY) benchmarks/bench_class.py
 
-science: setup  ## both labs' lessons over 5 seeds, each criterion against a negative control
+science: setup  ## both labs' lessons and the Beyond PPO notebook's claims over 5 seeds, each against a negative control
 	$(PY) benchmarks/science.py
 
 sft: setup  ## rebuild the shipped SFT checkpoint (deterministic, a few seconds)

@@ -35,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))            # the experiment modules, next to this file
 sys.path.insert(0, str(HERE.parent))     # course_staff, from a checkout
 
-MODULES = ("science_lab11", "science_lab12")   # each defines EXPERIMENTS
+MODULES = ("science_lab11", "science_lab12", "science_beyond")   # each defines EXPERIMENTS
 SEEDS = 5
 NEEDED = 4                                     # seeds that must meet every criterion
 RESULTS = HERE / "results" / "science.json"

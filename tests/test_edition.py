@@ -17,7 +17,9 @@ from course_staff import edition
 from course_staff.leaks import files_of, leaks, secret_lines
 
 ROOT = Path(__file__).resolve().parents[1]
-STUDENT_NOTEBOOKS = sorted([*ROOT.glob("release/*/*.ipynb"), *ROOT.glob("notebooks/*.ipynb")])
+# what students get: the release notebooks and the notebooks the edition ships (staff notebooks stay out)
+STUDENT_NOTEBOOKS = sorted([*ROOT.glob("release/*/*.ipynb"),
+                            *(ROOT / src for src in edition.FILES.values() if src.endswith(".ipynb"))])
 
 
 # ----------------------------------------------------------------------------- the grader apart
@@ -54,6 +56,17 @@ def test_no_student_module_imports_course_staff(path):
 @pytest.mark.parametrize("path", STUDENT_NOTEBOOKS, ids=lambda p: p.name)
 def test_no_student_notebook_imports_course_staff(path):
     assert staff_imports(notebook_code(path)) == [], f"{path.relative_to(ROOT)} imports the graders' package"
+
+
+def test_every_companion_notebook_is_shipped_or_marked_staff():
+    """A notebook of notebooks/ either goes to students (edition.FILES) or says it is the staff's
+    (metadata course.audience = "staff", e.g. beyond_ppo.ipynb, which runs the reference solutions)."""
+    shipped = {ROOT / src for src in edition.FILES.values() if src.endswith(".ipynb")}
+    for path in sorted(ROOT.glob("notebooks/*.ipynb")):
+        staff = nbformat.read(str(path), as_version=4).metadata.get("course", {}).get("audience") == "staff"
+        assert (path in shipped) != staff, (
+            f"{path.relative_to(ROOT)} is {'shipped to students and marked staff' if staff else 'neither shipped nor marked staff'}: "
+            "list it in course_staff.edition.FILES, or mark it staff-only in its metadata")
 
 
 def test_the_import_check_sees_every_form_of_import():

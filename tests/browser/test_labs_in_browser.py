@@ -8,6 +8,8 @@
 - The start-here notebook runs clean.
 - In Lab 11's release a task's first hint unfolds on a click, and a written answer can be typed into
   its cell and rendered.
+- The staff companion notebooks/beyond_ppo.ipynb runs all (from its cache of results) and its beta
+  slider re-draws.
 """
 
 import re
@@ -138,17 +140,21 @@ def test_release_notebook_says_finish_task_first(lab_page, lab):
     jlab.shot(page, f"{lab}-release")
 
 
-def test_start_here_runs_clean(lab_page):
-    page, server = lab_page
-    relpath = "notebooks/00_start_here.ipynb"
+def run_all_clean(page, server, relpath, name, tag):
+    """Open a notebook, Run All, and check that every code cell ran without error output."""
     path, cells = notebook(relpath)
     check_kernelspec(path)
-    with step(page, f"start here: open {relpath}", "start"):
+    with step(page, f"{name}: open {relpath}", tag):
         jlab.open_notebook(page, server, relpath)
-    with step(page, "start here: Run All", "start"):
+    with step(page, f"{name}: Run All", tag):
         jlab.run_all(page, RUN_ALL_TIMEOUT_S)
-    with step(page, "start here: every code cell ran without error output", "start"):
-        assert_all_ran_clean(page, cells, "the start-here notebook")
+    with step(page, f"{name}: every code cell ran without error output", tag):
+        assert_all_ran_clean(page, cells, relpath)
+
+
+def test_start_here_runs_clean(lab_page):
+    page, server = lab_page
+    run_all_clean(page, server, "notebooks/00_start_here.ipynb", "start here", "start")
     jlab.scroll_to_top(page, jlab.cells(page).first)
     jlab.shot(page, "start_here")
 
@@ -189,3 +195,17 @@ def test_a_hint_unfolds_and_an_answer_can_be_written(lab_page):
         assert "YOUR ANSWER HERE" not in rendered.inner_text()
     jlab.scroll_to_top(page, answer)
     jlab.shot(page, "lab11-answer-written")
+
+
+def test_beyond_ppo_runs_and_its_beta_slider_redraws(lab_page):
+    """The staff companion: Run All from its cache of results, then its beta slider moves and re-draws."""
+    page, server = lab_page
+    run_all_clean(page, server, "notebooks/beyond_ppo.ipynb", "beyond PPO", "beyond_ppo")
+    with step(page, "beyond PPO: its beta slider moves, readout and plot update", "beyond_ppo"):
+        found = [jlab.sliders(page).nth(k) for k in range(jlab.sliders(page).count())]
+        found = [s for s in found if BETA.search(jlab.slider_state(s)["label"])]
+        assert found, "no beta slider in beyond_ppo.ipynb"
+        before, after = jlab.move_slider(page, found[0])
+        print(f"[browser]   beta: {before['readout']} -> {after['readout']}, new plot image (cell {before['cell']})")
+    jlab.show_view(page, found[0])
+    print(f"[browser]   screenshot {jlab.shot(page, 'beyond_ppo-slider-beta')}")

@@ -1,0 +1,169 @@
+"""The staff companion "Beyond PPO": DPO's and GRPO's pieces, the cache of results, its views, and the
+notebook run top to bottom (slow)."""
+
+import math
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from course_staff import beyond_ppo as B
+from course_staff import beyond_results as R
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOK = REPO / "notebooks" / "beyond_ppo.ipynb"
+RUN_ALL_BUDGET_S = 120          # make test's limit; the notebook aims at < 90 s on a laptop
+
+
+# ----------------------------------------------------------------------------- DPO
+def test_dpo_loss_is_log2_at_the_reference_and_falls_with_the_margin():
+    lp = torch.tensor([-1.0, -2.0])
+    loss, margins = B.dpo_loss(lp, lp - 1, lp, lp - 1, beta=0.1)       # policy == reference
+    assert torch.allclose(margins, torch.zeros(2)) and math.isclose(loss.item(), math.log(2), rel_tol=1e-6)
+    # winner up by 1 nat against the reference, loser down by 1: margin beta * 2
+    loss, margins = B.dpo_loss(lp + 1, lp - 1, lp, lp, beta=0.5)
+    assert torch.allclose(margins, torch.ones(2))
+    assert math.isclose(loss.item(), math.log1p(math.exp(-1.0)), rel_tol=1e-6)
+
+
+def test_preference_pairs_follow_the_ranking_and_drop_identical_pairs():
+    ids = torch.tensor([[12, 7, 10, 5, 11, 1, 2, 13, 14],       # "12"
+                        [12, 7, 10, 5, 11, 13, 14, 14, 14],     # blank
+                        [12, 7, 10, 5, 11, 1, 2, 13, 14]])      # "12" again
+    mask = torch.tensor([[1.0, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 0]])
+    data = [{"prompt": "7+5=", "out": {"ids": ids, "prompt_len": 5, "mask": mask},
+             "gold": torch.tensor([1.0, -1.0, 1.0]), "ranking": [0, 1, 2]}]
+    win, lose = B.preference_pairs(data)
+    # ranking_to_pairs gives (0, 1), (0, 2), (1, 2); (0, 2) holds one response twice
+    assert win["ids"].tolist() == [ids[0].tolist(), ids[1].tolist()]
+    assert lose["ids"].tolist() == [ids[1].tolist(), ids[2].tolist()]
+    assert win["mask"].tolist() == [mask[0].tolist(), mask[1].tolist()]
+
+
+# ----------------------------------------------------------------------------- GRPO
+def test_group_advantages():
+    scores = torch.tensor([[1.0, 2.0, 3.0, 2.0], [0.5, 0.5, 0.5, 0.5]])
+    adv = B.group_advantages(scores)
+    std = torch.tensor([1.0, 2.0, 3.0, 2.0]).std()
+    assert torch.allclose(adv[0], torch.tensor([-1.0, 0.0, 1.0, 0.0]) / std, atol=1e-5)
+    assert torch.equal(adv[1], torch.zeros(4)), "a group of equal scores carries no signal"
+    assert torch.allclose(B.group_advantages(scores, scale=False)[0], torch.tensor([-1.0, 0.0, 1.0, 0.0]))
+
+
+def test_grpo_loss_averages_tokens_then_responses_and_adds_k3():
+    old = torch.tensor([[-1.0, -0.5, 0.0], [-2.0, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    adv = torch.tensor([1.0, -2.0])
+    loss, stats = B.grpo_loss(old.clone().requires_grad_(True), old, old, adv, mask, 0.2, beta=0.5)
+    assert math.isclose(loss.item(), -(1.0 - 2.0) / 2, rel_tol=1e-6)     # ratio 1, k3 0: -mean of A
+    assert stats["k3"] == 0.0 and stats["clip_frac"] == 0.0
+    ref = old - 0.3                                                         # pi_ref below pi on every token
+    loss_k3, stats = B.grpo_loss(old.clone(), old, ref, adv, mask, 0.2, beta=0.5)
+    k3 = math.exp(-0.3) - 1 + 0.3
+    assert math.isclose(stats["k3"], k3, rel_tol=1e-5)
+    assert math.isclose(loss_k3.item(), loss.item() + 0.5 * k3, rel_tol=1e-5)
+
+
+def test_k3_in_the_loss_follows_the_gradient_of_the_reverse_kl():
+    """The notebook's claim: on-policy, the gradient of E[k3] taken through log pi only is the gradient
+    of KL(pi_ref || pi), not of KL(pi || pi_ref)."""
+    logits = torch.tensor([1.0, 0.0, -1.0, 0.5], requires_grad=True)
+    ref = torch.log_softmax(torch.tensor([0.0, 1.0, 0.0, -2.0]), 0)
+    logp = torch.log_softmax(logits, 0)
+    surrogate = (logp.exp().detach() * B.k3(logp, ref)).sum()             # E_{y ~ pi}[k3(y)], pi not differentiated
+    g_k3, = torch.autograd.grad(surrogate, logits, retain_graph=True)
+    g_fwd, = torch.autograd.grad((ref.exp() * (ref - logp)).sum(), logits, retain_graph=True)   # KL(ref || pi)
+    g_rev, = torch.autograd.grad((logp.exp() * (logp - ref)).sum(), logits)                    # KL(pi || ref)
+    assert torch.allclose(g_k3, g_fwd, atol=1e-6)
+    assert not torch.allclose(g_k3, g_rev, atol=1e-2)
+
+
+# ----------------------------------------------------------------------------- the cache
+def test_code_digest_ignores_docstrings_and_comments_not_code():
+    src = 'def f(x):\n    """doc"""\n    return x + 1  # one\n'
+    assert R.code_digest(src) == R.code_digest('def f(x):\n    """another doc"""\n\n    return x + 1\n')
+    assert R.code_digest(src) != R.code_digest('def f(x):\n    """doc"""\n    return x + 2\n')
+
+
+def test_the_cache_is_current():
+    assert R.CACHE_PATH.exists(), f"{R.CACHE_PATH} is missing: run python -m course_staff.beyond_results --rebuild"
+    assert R.load_cache() is not None, (
+        "course_staff/data/beyond_ppo_results.json was made by other code than the current one (the methods, "
+        "the toy world or Lab 11/12's reference cells changed): rebuild it with "
+        "`python -m course_staff.beyond_results --rebuild` (a few minutes) and commit it")
+
+
+@pytest.fixture(scope="module")
+def cached():
+    return R.results()
+
+
+def test_cache_holds_every_method_and_both_optima_at_every_beta(cached):
+    assert cached["betas"] == list(R.BETAS) and cached["methods"] == list(R.METHODS)
+    for beta in R.BETAS:
+        run = cached["runs"][repr(beta)]
+        for name in ("optimum",) + R.METHODS:
+            assert name in run, f"beta {beta}: no {name}"
+        for o in ("rm", "gold"):
+            assert abs(run["optimum"][o][o]["kl_to_opt"]) < 1e-9, "an optimum is at distance 0 from itself"
+            for m in R.METHODS:
+                f = run[m][o]
+                assert f["kl_to_opt"] >= 0 and math.isclose(f["gap"], beta * f["kl_to_opt"], rel_tol=1e-4, abs_tol=1e-7), \
+                    f"{m} at beta {beta}: J* - J must equal beta KL(pi || pi*)"
+        assert len(run["DPO"]["epochs"]) == B.DPOConfig().epochs
+
+
+def test_views_draw_the_cache(cached):
+    from course_staff import beyond_views as V
+    for fig in (V.plot_summary(cached), V.plot_dpo_epochs(cached), V.plot_budget(cached, 0.1)):
+        assert fig._repr_png_()[:4] == b"\x89PNG"
+    view = V.BetaSlider(cached)
+    frames = {beta: view.update(beta) for beta in cached["betas"]}
+    assert view.caption().startswith(f"beta = {cached['betas'][-1]:g}")
+    assert all(png[:4] == b"\x89PNG" for png in frames.values())
+    assert len(set(frames.values())) == len(frames), "each beta draws its own frame"
+
+
+# ----------------------------------------------------------------------------- the notebook
+def test_notebook_is_staff_only_and_saved_without_outputs():
+    import nbformat
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    first = nb.cells[0].source
+    assert "staff" in first.lower() and "student edition" in first.lower()
+    assert nb.metadata.get("course", {}).get("audience") == "staff", "the student edition's builder reads this"
+    assert "widgets" not in nb.metadata and nb.metadata.get("kernelspec", {}).get("name") == "python3"
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None
+
+
+@pytest.mark.slow
+def test_notebook_runs_top_to_bottom_in_time():
+    import nbformat
+    from nbclient import NotebookClient
+    assert R.load_cache() is not None, "the cache is out of date: the notebook would train for minutes"
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    t0 = time.perf_counter()
+    NotebookClient(nb, timeout=RUN_ALL_BUDGET_S, kernel_name="python3",
+                   resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    seconds = time.perf_counter() - t0
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    errors = [o for o in outputs if o.output_type == "error" or o.get("name") == "stderr"]
+    assert not errors, f"error or stderr output: {errors[0]}"
+    assert seconds < RUN_ALL_BUDGET_S, f"Run All took {seconds:.0f} s (budget {RUN_ALL_BUDGET_S} s)"
+    print(f"beyond_ppo.ipynb ran top to bottom in {seconds:.1f} s")
+
+
+def test_loading_a_lab_leaves_the_random_state_alone():
+    """Loading runs the lab's cells (which sample): a run that loads Lab 11 half-way (GRPO's first k3)
+    must be the same run as one that had it loaded already."""
+    import random
+    B._LABS.pop("lab11", None)
+    torch.manual_seed(0)
+    random.seed(0)
+    B.lab("lab11")
+    after_loading = (torch.rand(3).tolist(), random.random())
+    torch.manual_seed(0)
+    random.seed(0)
+    assert after_loading == (torch.rand(3).tolist(), random.random())
