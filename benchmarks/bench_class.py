@@ -11,7 +11,8 @@ cell of every student is compared between the two gradebooks. The last line read
 
     class: 40 submissions, JOBS=1 <s>s, JOBS=2 <s>s, speed-up <x>x, scores identical
 
-(or ``scores differ``). Raw figures go to artifacts/bench_class.json.
+(or ``scores differ``). The raw figures go to benchmarks/results/bench_class.json (commit them with
+the README table that quotes them: ``python benchmarks/bench_class.py --markdown`` renders it).
 """
 
 import argparse
@@ -30,11 +31,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))            # course_staff, from a checkout
 sys.path.insert(0, str(HERE.parent / "tests"))  # the simulated students
 
+from bench import commit, machine  # noqa: E402  (benchmarks/bench.py: the same notes on every figure)
 from course_staff import harness as h  # noqa: E402
 from course_staff.postgres import Server  # noqa: E402
 import classroom  # noqa: E402
 
 LAB = classroom.LAB
+RESULTS = HERE / "results" / "bench_class.json"
 
 
 def grade_class(server, tmp, roster, kinds, jobs):
@@ -63,37 +66,62 @@ def _children_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
+def summary(data):
+    """The last line: sizes, wall times, speed-up, whether the two gradebooks agree."""
+    one, two = data["runs"]["1"]["seconds"], data["runs"]["2"]["seconds"]
+    return (f"class: {data['size']} submissions, JOBS=1 {one:.0f}s, JOBS=2 {two:.0f}s, speed-up "
+            f"{one / two:.2f}x, scores {'identical' if data['identical'] else 'differ'}")
+
+
+def markdown():
+    """The table benchmarks/README.md quotes, rendered from the committed raw figures."""
+    data = json.loads(RESULTS.read_text())
+    lines = ["| graders | wall time | CPU time (graders and kernels) | per submission | load average before, after |",
+             "| --- | --- | --- | --- | --- |"]
+    for jobs, run in sorted(data["runs"].items()):
+        lines.append(f"| JOBS={jobs} | {run['seconds']:.0f} s | {run['cpu']:.0f} s | "
+                     f"{run['seconds'] / data['size']:.2f} s wall, {run['cpu'] / data['size']:.2f} s CPU | "
+                     f"{run['load'][0]:.1f}, {run['load'][1]:.1f} |")
+    return "\n".join(lines + ["", f"`{summary(data)}`", "",
+                              f"* `{RESULTS.relative_to(HERE.parent)}`: {data['command']} at commit "
+                              f"{data['commit']}; {data['machine']}"])
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", type=int, default=40)
+    parser.add_argument("--markdown", action="store_true", help="print the README table from the raw figures")
     args = parser.parse_args(argv)
+    if args.markdown:
+        print(markdown())
+        return 0
     kinds = classroom.distinct()
     roster = classroom.class_of(args.size, kinds)
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start "
           f"(other work on the machine slows every figure)")
     server = Server.start()
     tmp = Path(tempfile.mkdtemp(prefix="bench-class-"))
+    runs, scores = {}, {}
     try:
-        runs = {}
         for jobs in (1, 2):
-            seconds, cpu, scores, out = grade_class(server, tmp, roster, kinds, jobs)
-            runs[jobs] = {"seconds": round(seconds, 1), "cpu": round(cpu, 1), "scores": scores,
-                          "load_average_after": os.getloadavg()[0]}
+            load_before = os.getloadavg()[0]
+            seconds, cpu, scores[jobs], _ = grade_class(server, tmp, roster, kinds, jobs)
+            runs[str(jobs)] = {"seconds": round(seconds, 1), "cpu": round(cpu, 1),
+                               "load": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
             print(f"JOBS={jobs}: {seconds:.1f} s wall for {len(roster)} submissions ({seconds / len(roster):.2f} s "
                   f"each); {cpu:.0f} CPU seconds in all ({cpu / len(roster):.2f} per submission); load "
                   f"average {os.getloadavg()[0]:.1f} after", flush=True)
     finally:
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    same = runs[1]["scores"] == runs[2]["scores"] and len(runs[1]["scores"]) == len(roster)
-    one, two = runs[1]["seconds"], runs[2]["seconds"]
-    (HERE.parent / "artifacts").mkdir(exist_ok=True)
-    (HERE.parent / "artifacts" / "bench_class.json").write_text(json.dumps(
-        {"size": len(roster), "identical": same,
-         "runs": {jobs: {k: v for k, v in run.items() if k != "scores"} for jobs, run in runs.items()}},
-        indent=1))
-    print(f"class: {len(roster)} submissions, JOBS=1 {one:.0f}s, JOBS=2 {two:.0f}s, "
-          f"speed-up {one / two:.2f}x, scores {'identical' if same else 'differ'}")
+    same = scores[1] == scores[2] and len(scores[1]) == len(roster)
+    command = "python benchmarks/bench_class.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    data = {"command": command.strip(), "commit": commit(), "machine": machine(),
+            "size": len(roster), "identical": same, "runs": runs}
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"raw figures: {RESULTS.relative_to(HERE.parent)}")
+    print(summary(data))
     return 0 if same else 1
 
 
