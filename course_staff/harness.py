@@ -187,9 +187,8 @@ def grade(course, lab, students, timeout=None):
 
 def _score(grade):
     """A grade cell's score: the TA's if there is one, else the autograder's (None: left to a TA)."""
-    if grade.manual_score is not None:
-        return float(grade.manual_score) + float(grade.extra_credit or 0.0)
-    return None if grade.auto_score is None else float(grade.auto_score)
+    from course_staff.manual_scores import counted_score
+    return counted_score(grade)
 
 
 def read_grades(course, lab, students, log=""):

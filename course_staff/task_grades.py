@@ -1,11 +1,11 @@
-"""Grades per task: one CSV per lab with a column per check cell, so a TA sees where a class struggled.
+"""Grades per task: one CSV per lab with a column per graded cell, so a TA sees where a class struggled.
 
     python -m course_staff.task_grades          # make grades (after grades.csv): grades_by_task_<lab>.csv
 
-Each row is a student who submitted the lab; each check cell's column holds the score the gradebook
-counts (a TA's manual score where there is one, else the automatic one; empty when neither exists),
-followed by the raw score, the late penalty and the score. The columns follow the lab's notebook
-order. Printed: each check's class mean against its points.
+Each row is a student who submitted the lab; each graded cell's column (check cells and written
+answers, in notebook order) holds the score the gradebook counts: a TA's manual score where there
+is one, else the automatic one, empty for a written answer no TA has graded yet. Then the raw
+score, the late penalty, the score and the maximum. Printed: each cell's class mean against its points.
 """
 
 import csv
@@ -15,6 +15,8 @@ from pathlib import Path
 
 import nbformat
 from nbgrader.api import Gradebook
+
+from course_staff.manual_scores import counted_score
 
 
 def check_cells(gb, lab, course):
@@ -34,7 +36,7 @@ def rows(gb, lab, cells):
     """One dict per student who submitted ``lab``, sorted by student id."""
     table = []
     for submission in sorted(gb.assignment_submissions(lab), key=lambda s: s.student_id):
-        scores = {(nb.name, g.name): g.score for nb in submission.notebooks for g in nb.grades}
+        scores = {(nb.name, g.name): counted_score(g) for nb in submission.notebooks for g in nb.grades}
         row = {"student_id": submission.student_id}
         for notebook, gid, _ in cells:
             score = scores.get((notebook, gid))

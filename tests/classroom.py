@@ -15,6 +15,7 @@ with the grade of its kind.
 
 import itertools
 
+from course_staff import harness as h
 from test_lifecycle import _exchange_api, roster as lifecycle_roster
 
 LAB = "lab11"
@@ -43,7 +44,8 @@ def ship(exchange, homes, roster, kinds, lab=LAB):
 
 def gradebook_scores(url, students, lab=LAB):
     """{student: {grade_id: score}} of every graded cell, for the students with a submission in
-    the gradebook at ``url`` (the score nbgrader counts: a manual one where a TA gave it)."""
+    the gradebook at ``url`` (the score nbgrader counts: a manual one where a TA gave it; None for
+    a written answer no TA has graded)."""
     from nbgrader.api import Gradebook, MissingEntry
 
     scores = {}
@@ -53,6 +55,11 @@ def gradebook_scores(url, students, lab=LAB):
                 nb = gb.find_submission_notebook(lab, lab, student)
             except MissingEntry:
                 continue
-            scores[student] = {g.name: None if g.score is None else float(g.score)
-                               for g in nb.grades if g.max_score > 0}
+            scores[student] = {g.name: h._score(g) for g in nb.grades if g.max_score > 0}
     return scores
+
+
+def graded_cells(lab=LAB):
+    """The grade_ids of the lab's graded cells (checks and written answers), in notebook order."""
+    return [h._grading(c)["grade_id"] for c in h._read("source", lab).cells
+            if h._grading(c).get("grade") and float(h._grading(c).get("points", 0)) > 0]

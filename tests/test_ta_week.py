@@ -22,7 +22,9 @@ from course_staff.class_grading import graded
 from course_staff.late_policy import LatePolicy
 from course_staff.manual_scores import SHADOWED
 from course_staff.nbgrader_plugins import TAMPER_ALARM, RestoreReadOnlyCells, check_config
+import classroom
 import students as st
+from lab_tables import table
 
 LAB = "lab11"
 DUE = datetime(2026, 1, 15, 23, 59, tzinfo=timezone.utc)
@@ -45,10 +47,7 @@ def submit(course, student, notebook, when, name=f"{LAB}.ipynb"):
 
 
 def scores(course, student):
-    from nbgrader.api import Gradebook
-
-    with Gradebook(h.db_url(course)) as gb:
-        return {g.name: g.score for g in gb.find_submission_notebook(LAB, LAB, student).grades if g.max_score}
+    return classroom.gradebook_scores(h.db_url(course), [student])[student]
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +59,7 @@ def week(tmp_path_factory):
     run["release untouched"] = release == {p: p.read_bytes() for p in (course / "release").rglob("*") if p.is_file()}
     h.nbgrader(course, "db", "assignment", "add", LAB, f"--duedate={DUE:%Y-%m-%d %H:%M:%S} UTC")
 
-    edited = st.tasks(LAB)[2]
+    edited = st.rows(LAB)[2]
     run["edited"] = edited
     submit(course, "honest", st.blank(LAB)[0], DUE - timedelta(hours=1))
     submit(course, "late", st.solution(LAB)[0], DUE + timedelta(days=2, hours=12))     # 3 started days
@@ -69,11 +68,14 @@ def week(tmp_path_factory):
     submit(course, "gina", st.solution(LAB)[0], DUE - timedelta(hours=3), name=f"{LAB} (gina).ipynb")
     run["round 1"] = command(course, "class_grading", "autograde", LAB)
 
-    # a TA gives resub 1 point on one check by hand; then resub submits the full solution
+    # a TA gives resub 1 point on one check by hand, and grades a written answer; then resub
+    # submits the full solution
     from nbgrader.api import Gradebook
-    run["manual cell"] = cell = st.tasks(LAB)[0].test_ids[0]
+    run["manual cell"] = cell = st.rows(LAB)[0].checks[0][0]
+    run["written answer"] = answer = table(LAB).questions[0].name
     with Gradebook(h.db_url(course)) as gb:
         gb.find_grade(cell, LAB, LAB, "resub").manual_score = 1.0
+        gb.find_grade(answer, LAB, LAB, "resub").manual_score = 0.5
         gb.db.commit()
     submit(course, "resub", st.solution(LAB)[0], DUE - timedelta(hours=4))
     run["round 2"] = command(course, "class_grading", "autograde", LAB)
@@ -144,7 +146,8 @@ def test_honest_cells_are_restored_quietly_and_edits_loudly(week):
     edited = run["edited"]
     log = _overwrite_log(RestoreReadOnlyCells, course, st.edited_test(LAB, edited)[0], "edits")
     assert log and all(m.startswith(f"{TAMPER_ALARM} edits / {LAB}") for m in log), log
-    assert {gid for gid in edited.test_ids if any(gid in m for m in log)} == set(edited.test_ids)
+    checks = {gid for gid, _ in edited.checks}
+    assert {gid for gid in checks if any(gid in m for m in log)} == checks
 
 
 @pytest.mark.slow
@@ -192,7 +195,9 @@ def test_the_guide_command_clears_it(week):
     assert "make clear-manual LAB=lab11 STUDENT=" in GUIDE
     assert run["resub before clearing"][cell] == 1.0
     assert run["clear"][0] == 0 and f"{cell}: manual score 1 dropped" in run["clear"][1], run["clear"]
-    assert run["resub after clearing"] == st.full_marks(LAB)
+    answer = run["written answer"]
+    assert f"{answer}:" not in run["clear"][1]
+    assert run["resub after clearing"] == {**st.solution(LAB)[1], answer: 0.5}   # the TA's written-answer score stays
 
 
 # -- late policy ---------------------------------------------------------------------------------
@@ -212,9 +217,10 @@ def test_the_course_configures_the_late_policy(week):
     assert config.AssignLatePenalties.plugin_class is LatePolicy
     assert "per started day" in GUIDE and "LatePolicy" in GUIDE
     rows = {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())}
-    full = sum(st.full_marks(LAB).values())
-    assert float(rows["late"]["late_submission_penalty"]) == pytest.approx(0.3 * full), rows["late"]
-    assert float(rows["late"]["score"]) == pytest.approx(0.7 * full)
+    raw = h.total(st.solution(LAB)[1])           # what the autograder gave (written answers wait for a TA)
+    assert float(rows["late"]["raw_score"]) == pytest.approx(raw), rows["late"]
+    assert float(rows["late"]["late_submission_penalty"]) == pytest.approx(0.3 * raw), rows["late"]
+    assert float(rows["late"]["score"]) == pytest.approx(0.7 * raw)
     assert float(rows["honest"]["late_submission_penalty"]) == 0
     assert "late is 60.0 h late: loses 30 % of the score" in run["round 1"][1]
 
@@ -242,10 +248,13 @@ def test_per_task_csv_counts_manual_scores(week):
     course, run = week
     assert run["tasks"][0] == 0, run["tasks"]
     rows = {r["student_id"]: r for r in csv.DictReader((course / f"grades_by_task_{LAB}.csv").open())}
-    checks = list(st.full_marks(LAB))
+    checks = classroom.graded_cells()                               # in notebook order
     assert list(next(iter(rows.values())))[1:len(checks) + 1] == checks
-    cell = run["manual cell"]
-    assert float(rows["resub"][cell]) == 1.0                              # the TA's score, not the 2
-    assert all(float(rows["resub"][g]) == p for g, p in st.full_marks(LAB).items() if g != cell)
-    assert all(float(rows["honest"][g]) == 0 for g in checks)
+    as_csv = lambda score: "" if score is None else f"{score:g}"    # noqa: E731 (None: waits for a TA)
+    cell, answer = run["manual cell"], run["written answer"]
+    assert rows["resub"][cell] == "1"                                     # the TA's score, not the new one
+    assert rows["resub"][answer] == "0.5"                                 # a written answer a TA graded
+    assert {g: rows["resub"][g] for g in checks if g not in (cell, answer)} == \
+        {g: as_csv(s) for g, s in st.solution(LAB)[1].items() if g not in (cell, answer)}
+    assert {g: rows["honest"][g] for g in checks} == {g: as_csv(s) for g, s in st.blank(LAB)[1].items()}
     assert float(rows["late"]["late_submission_penalty"]) > 0
