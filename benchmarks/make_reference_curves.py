@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from course_staff.solutions import REPO, load_lab  # noqa: E402
 
 from course_utils.labeler import KAPPA  # noqa: E402
+from course_utils.runtime import machine_record  # noqa: E402
 from course_utils.runs import METRICS, SWEEP_BETAS, RunCache  # noqa: E402
 from course_utils.tinylm import load_sft  # noqa: E402
 from course_utils.views.lab12 import REFERENCE_PATH  # noqa: E402
@@ -38,9 +39,10 @@ def reference_cache(lab):
     return cache
 
 
-def reference_run(lab, cache, beta, seed):
-    """One reference history, {key: [value per iteration]} rounded as the file stores it."""
-    _, hist = cache.run(dataclasses.replace(lab["RLHFConfig"](), beta=beta, seed=seed))
+def reference_run(lab, cache, beta, seed, **changes):
+    """One reference history, {key: [value per iteration]} rounded as the file stores it
+    (``changes``: other RLHFConfig fields, e.g. ``iters`` to train only the first iterations)."""
+    _, hist = cache.run(dataclasses.replace(lab["RLHFConfig"](), beta=beta, seed=seed, **changes))
     return {k: [round(v, 4) for v in hist[k]] for k in KEYS}
 
 
@@ -51,7 +53,10 @@ def reference_meta(lab, cache):
             "betas": list(SWEEP_BETAS), "seeds": SEEDS, "kappa": KAPPA, "rm_offset": round(cache.rm_offset, 6),
             "rm_weights": [round(w, 6) for w in cache.rm.w.tolist()],
             "config": {k: v for k, v in config.items() if k not in ("beta", "seed")},
-            "torch": torch.__version__, "keys": KEYS}
+            "torch": torch.__version__, "keys": KEYS, "made on": machine_record()}
+
+
+PROVENANCE = ("made on",)       # meta keys that say where the file was made, not how
 
 
 def main():

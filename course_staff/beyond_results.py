@@ -9,7 +9,8 @@
 The cache holds numbers only. Its fingerprint hashes everything the numbers depend on (the code of the
 experiment, of the methods, of the toy world's modules and of the labs' reference cells that the
 methods call, without comments and docstrings; the SFT checkpoint; torch's version):
-``results()`` recomputes when any of them changed.
+``results()`` recomputes when any of them changed. The fingerprint is the same on every machine; the
+numbers are not, in their last bits, so the cache also records the machine that made them.
 """
 
 import argparse
@@ -24,6 +25,7 @@ import torch
 
 from course_staff.beyond_experiment import BETAS, METHODS, build
 from course_staff.solutions import REPO, lab_cells
+from course_utils.runtime import machine_record
 
 CACHE_PATH = Path(__file__).with_name("data") / "beyond_ppo_results.json"
 # what the numbers depend on: these files, and the cells of the labs that define these names
@@ -83,6 +85,7 @@ def results(path=CACHE_PATH, rebuild=False):
               "(a few minutes; the numbers are written to the cache).", flush=True)
         res = build()
         res["fingerprint"] = fingerprint()
+        res["made on"] = machine_record()      # the last bits of every number depend on it
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(res, indent=1) + "\n")
     return res

@@ -1,6 +1,7 @@
 """The staff companion "Beyond PPO": DPO's and GRPO's pieces, the cache of results, its views, and the
 notebook run top to bottom (slow)."""
 
+import json
 import math
 import time
 from pathlib import Path
@@ -166,3 +167,9 @@ def test_loading_a_lab_leaves_the_random_state_alone():
     torch.manual_seed(0)
     random.seed(0)
     assert after_loading == (torch.rand(3).tolist(), random.random())
+
+
+def test_the_cache_records_the_machine_that_made_it():
+    made_on = json.loads(R.CACHE_PATH.read_text()).get("made on")
+    assert made_on and {"processor", "capability", "threads", "torch"} <= set(made_on), \
+        "the Beyond PPO cache does not say which machine made it: `python -m course_staff.beyond_results --rebuild`"
