@@ -134,13 +134,36 @@ def verdicts(parts=PARTS):
     return out
 
 
+@contextlib.contextmanager
+def tolerances_scaled(factor, floats_only=False):
+    """Every ``assert_close`` of the checks with its atol and rtol multiplied by ``factor`` (only the
+    float tolerances, not the frequencies', with ``floats_only``): the margin test asks how far a
+    tolerance can move before a verdict changes."""
+    from course_utils import checks
+    close = checks._close
+
+    def scaled(got, expected, atol, rtol):
+        if floats_only and atol >= checks.FREQUENCY_ATOL:
+            return close(got, expected, atol, rtol)
+        return close(got, expected, atol * factor, rtol * factor)
+    checks._close = scaled
+    try:
+        yield
+    finally:
+        checks._close = close
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--only", nargs="*", choices=PARTS, default=list(PARTS))
+    parser.add_argument("--tolerance-scale", type=float, default=1.0,
+                        help="multiply every check's tolerance (the control: 0.01 must change a verdict)")
     args = parser.parse_args(argv)
     torch.set_num_threads(int(os.environ.get("COURSE_THREADS", "1")))
-    args.out.write_text(json.dumps(verdicts(args.only), indent=1, sort_keys=True) + "\n")
+    with tolerances_scaled(args.tolerance_scale):
+        result = verdicts(args.only)
+    args.out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":
