@@ -83,8 +83,10 @@ def expected_problems(verdicts):
             problems.append(f"science: {name} is missed")
         problems += [f"science: {name} is met by its control {label}" for label, fails in v["controls fail"].items()
                      if not fails]
-    for run, found in verdicts.get("reference", {}).items():
-        problems += [f"reference curves, {run}: {p}" for p in found]
+    reference = verdicts.get("reference", {})
+    problems += [f"reference curves, default run: {p}" for p in reference.get("default run", [])]
+    if reference.get("beyond ppo cache") is False:
+        problems.append("the Beyond PPO cache is out of date")
     return problems
 
 
