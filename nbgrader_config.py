@@ -15,9 +15,9 @@ try:
     from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
     from nbgrader import preprocessors as pp
 
-    from course_staff.late_policy import LatePolicy
-    from course_staff.manual_scores import ReportManualScores
-    from course_staff.nbgrader_plugins import (ClearWidgetState, FlagTampering, FlagWrittenAnswers,
+    from course_staff.grading.late_policy import LatePolicy
+    from course_staff.grading.manual_scores import ReportManualScores
+    from course_staff.grading.nbgrader_plugins import (ClearWidgetState, FlagTampering, FlagWrittenAnswers,
                                               HideTestCode, RestoreReadOnlyCells, SurviveKernelDeath)
     from course_utils.selfcheck import CELL_LIMIT_S    # students' `make check` applies the same limit
 
@@ -66,7 +66,7 @@ try:
         pp.SaveAutoGrades, FlagTampering, FlagWrittenAnswers, ReportManualScores, pp.AssignLatePenalties,
         pp.CheckCellMetadata]
     # late submissions (against the due date in the gradebook): 15 min of grace, then 10 % of the
-    # score per started day late (course_staff/late_policy.py; nbgrader's default is no penalty)
+    # score per started day late (course_staff/grading/late_policy.py; nbgrader's default is no penalty)
     c.AssignLatePenalties.plugin_class = LatePolicy
     c.LatePolicy.grace_minutes = 15
     c.LatePolicy.percent_per_day = 10

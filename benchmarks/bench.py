@@ -37,7 +37,7 @@ import torch  # noqa: E402
 
 from course_utils.tinylm import load_sft  # noqa: E402
 
-LABS = ("lab11", "lab12")
+from course_staff.course import LABS  # noqa: E402
 SLIDER_CALLS = 20
 _KERNEL_PEAK_MIB = []          # peak memory of each kernel that a Run All measurement started
 PEAKS = {}                     # {what: peak resident memory in MiB}
@@ -396,7 +396,7 @@ def bench_autograde(report, repeats, lab):
     notebook: both commands with NBGRADER_EXECUTION set (the grader's view of the notebook) and the
     same Execute settings (nbgrader_config.py's timeout and immediate kernel shutdown)."""
     import nbformat
-    from course_staff import harness
+    import harness
 
     if not notebook_path(lab).exists() or not (REPO / "release" / lab / f"{lab}.ipynb").exists():
         report.missing(f"autograde {lab} / plain execution", f"source or release of {lab} missing")

@@ -1,5 +1,5 @@
 """The claims of notebooks/beyond_ppo.ipynb as science experiments (see science.py): DPO and GRPO from
-Lab 12's world of each seed (course_staff.beyond_ppo.make_world), judged exactly on the response tree.
+Lab 12's world of each seed (course_staff.beyond.methods.make_world), judged exactly on the response tree.
 
 dpo    DPO sees no reward model, so it cannot hack one: at beta 0.05, where PPO hacks the RM, DPO's
        gold score beats both PPO's and the SFT model's. Control: the same rankings reversed.
@@ -23,8 +23,8 @@ import dataclasses
 import functools
 import statistics
 
-from course_staff.beyond_experiment import Referee
-from course_staff.beyond_ppo import DPOConfig, GRPOConfig, lab, make_world, one_thread, train_dpo, train_grpo, train_ppo
+from course_staff.beyond.experiment import Referee
+from course_staff.beyond.methods import DPOConfig, GRPOConfig, lab, make_world, one_thread, train_dpo, train_grpo, train_ppo
 from course_utils.labeler import ranked_data
 
 from science import Criterion, Experiment

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_staff import beyond_ppo as B
-from course_staff import beyond_results as R
+from course_staff.beyond import methods as B
+from course_staff.beyond import results as R
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "beyond_ppo.ipynb"
@@ -87,11 +87,11 @@ def test_code_digest_ignores_docstrings_and_comments_not_code():
 
 
 def test_the_cache_is_current():
-    assert R.CACHE_PATH.exists(), f"{R.CACHE_PATH} is missing: run python -m course_staff.beyond_results --rebuild"
+    assert R.CACHE_PATH.exists(), f"{R.CACHE_PATH} is missing: run python -m course_staff.beyond.results --rebuild"
     assert R.load_cache() is not None, (
-        "course_staff/data/beyond_ppo_results.json was made by other code than the current one (the methods, "
+        "course_staff/beyond/data/beyond_ppo_results.json was made by other code than the current one (the methods, "
         "the toy world or Lab 11/12's reference cells changed): rebuild it with "
-        "`python -m course_staff.beyond_results --rebuild` (a few minutes) and commit it")
+        "`python -m course_staff.beyond.results --rebuild` (a few minutes) and commit it")
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +115,7 @@ def test_cache_holds_every_method_and_both_optima_at_every_beta(cached):
 
 
 def test_views_draw_the_cache(cached):
-    from course_staff import beyond_views as V
+    from course_staff.beyond import views as V
     for fig in (V.plot_summary(cached), V.plot_dpo_epochs(cached), V.plot_budget(cached, 0.1)):
         assert fig._repr_png_()[:4] == b"\x89PNG"
     view = V.BetaSlider(cached)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from course_staff import harness as h
-from course_staff.class_grading import graded, shard_of
+import harness as h
+from course_staff.grading.class_grading import graded, shard_of
 import classroom
 import students as st
 
@@ -32,8 +32,8 @@ SIZE = 40
 
 
 def grading(course, *args, env, wait=True):
-    """`python -m course_staff.class_grading ...` in ``course`` (what make autograde runs)."""
-    cmd = [sys.executable, "-m", "course_staff.class_grading", *map(str, args)]
+    """`python -m course_staff.grading.class_grading ...` in ``course`` (what make autograde runs)."""
+    cmd = [sys.executable, "-m", "course_staff.grading.class_grading", *map(str, args)]
     proc = subprocess.Popen(cmd, cwd=course, env={**h._env(), **env}, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     return proc.communicate(timeout=900) + (proc.returncode,) if wait else proc
@@ -68,7 +68,7 @@ def the_class(postgres, tmp_path_factory):
     for i, machine in enumerate(machines, 1):
         logs[f"feedback {i}"] = h.nbgrader(machine, "generate_feedback", LAB, env=env, check=False)[1]
     h.nbgrader(machines[0], "export", "--to", "grades.csv", env=env)
-    proc = subprocess.run([sys.executable, "-m", "course_staff.task_grades"], cwd=machines[0],
+    proc = subprocess.run([sys.executable, "-m", "course_staff.grading.task_grades"], cwd=machines[0],
                           env={**h._env(), **env}, capture_output=True, text=True)
     logs["tasks"] = proc.stdout + proc.stderr
     return dict(kinds=kinds, roster=roster, serial=serial, url=url, machines=machines, logs=logs,
@@ -204,7 +204,7 @@ def test_a_kernel_that_dies_while_starting_is_started_again(monkeypatch, tmp_pat
     from nbclient import NotebookClient
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from course_staff.nbgrader_plugins import SurviveKernelDeath
+    from course_staff.grading.nbgrader_plugins import SurviveKernelDeath
 
     real, starts = NotebookClient.async_start_new_kernel_client, []
 
@@ -230,12 +230,12 @@ def test_the_dry_run_server_starts_serves_a_gradebook_and_stops(tmp_path, monkey
 
     monkeypatch.setenv("PATH", h._env()["PATH"])                # nbgrader calls alembic on a new gradebook
 
-    from course_staff.postgres import PostgresMissing, Server, bindir
+    from course_staff.grading.postgres import PostgresMissing, Server, bindir
     try:
         bindir()
     except PostgresMissing as missing:
         pytest.skip(str(missing))
-    run = lambda *args: subprocess.run([sys.executable, "-m", "course_staff.postgres", *args],  # noqa: E731
+    run = lambda *args: subprocess.run([sys.executable, "-m", "course_staff.grading.postgres", *args],  # noqa: E731
                                        capture_output=True, text=True, timeout=120)
     started = run("start", tmp_path)
     assert started.returncode == 0, started.stderr

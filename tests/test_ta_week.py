@@ -17,11 +17,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from course_staff import harness as h
-from course_staff.class_grading import graded
-from course_staff.late_policy import LatePolicy
-from course_staff.manual_scores import SHADOWED
-from course_staff.nbgrader_plugins import TAMPER_ALARM, RestoreReadOnlyCells, check_config
+import harness as h
+from course_staff.grading.class_grading import graded
+from course_staff.grading.late_policy import LatePolicy
+from course_staff.grading.manual_scores import SHADOWED
+from course_staff.grading.nbgrader_plugins import TAMPER_ALARM, RestoreReadOnlyCells, check_config
 import classroom
 import students as st
 from lab_tables import table
@@ -107,7 +107,7 @@ def test_grading_targets_never_regenerate(tmp_path):
                            "LAB=lab11", "STUDENT=x", "NBGRADER_DB_URL=postgresql://nbgrader@db/course"],
                           capture_output=True, text=True)
     assert plan.returncode == 0, plan.stderr
-    assert "course_staff.class_grading autograde lab11" in plan.stdout
+    assert "course_staff.grading.class_grading autograde lab11" in plan.stdout
     assert "generate_assignment" not in plan.stdout and "release" not in plan.stdout, plan.stdout
 
 
@@ -235,7 +235,7 @@ def test_outdated_config_names_stop_the_ta_targets(tmp_path):
     bad.write_text(good.read_text().replace("    c.ExchangeCollect.check_owner = False",
                                             "    c.CollectApp.check_owner = False"))
     assert "CollectApp.check_owner" in bad.read_text()
-    proc = subprocess.run([sys.executable, "-m", "course_staff.nbgrader_plugins", str(bad)],
+    proc = subprocess.run([sys.executable, "-m", "course_staff.grading.nbgrader_plugins", str(bad)],
                           capture_output=True, text=True)
     assert proc.returncode != 0
     assert "Use ExchangeCollect in config, not CollectApp" in proc.stderr, proc.stderr

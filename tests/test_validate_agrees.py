@@ -18,7 +18,7 @@ For each simulated student below, both graders see the same notebook, and
 
 import pytest
 
-from course_staff import harness as h
+import harness as h
 from lab_tables import table
 import students as st
 

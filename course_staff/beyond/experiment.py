@@ -1,7 +1,7 @@
 """The experiment of Beyond PPO: every method at every beta, held against the exact optima of Lab 12's
 response tree (course_utils.response_tree), all figures exact (no sampling).
 
-    res = build(seed=0)          # a dict of numbers (what course_staff.beyond_results caches)
+    res = build(seed=0)          # a dict of numbers (what course_staff.beyond.results caches)
 
 Two optima at each beta, both pi* = pi_ref exp(r / beta) / Z over every response of the tree:
     "rm"    r = rm(digit_counts(y)) - rm_offset: the reward PPO and GRPO maximize (with their KL penalty)
@@ -14,7 +14,7 @@ J* - J(pi) = beta KL(pi || pi*), and E[r], gold, accuracy, malformed share, digi
 
 import torch
 
-from course_staff.beyond_ppo import (Clock, DPOConfig, GRPOConfig, make_world, one_thread, pair_accuracy,
+from course_staff.beyond.methods import (Clock, DPOConfig, GRPOConfig, make_world, one_thread, pair_accuracy,
                                      preference_pairs, train_dpo, train_grpo, train_ppo)
 from course_utils.labeler import KAPPA, gold_score
 from course_utils.response_tree import ResponseTree, exact_optimum, policy_stats
