@@ -150,20 +150,21 @@ def bench_sft(report, repeats):
 # ----------------------------------------------------------------------------- Lab 12: RM, PPO, exact optimum
 def lab12_setup(report, repeats):
     """Ranked data, the RM fit (timed), the RM offset: what PPO and the sliders need."""
+    from course_utils.evaluation import sft_offset
     from course_utils.prefs import ranked_data
-    from course_utils.reward_model import sft_offset
+    from course_utils.world import K, N_OFFSET, N_PROMPTS, NOTEBOOK
 
     lab = load_lab("lab12")
     sft = load_sft()
-    times, data, cpu = timed(lambda: (ranked_data(sft, 2000, k=4, seed=0), ranked_data(sft, 2000, k=4, seed=1000)),
-                             repeats)
-    report.add("ranked data (2 x 2000 prompts x 4)", times, note=f"({cpu_note(cpu)})")
+    times, data, cpu = timed(lambda: (ranked_data(sft, N_PROMPTS, k=K, seed=NOTEBOOK.rankings),
+                                      ranked_data(sft, N_PROMPTS, k=K, seed=NOTEBOOK.held_out)), repeats)
+    report.add(f"ranked data (2 x {N_PROMPTS} prompts x {K})", times, note=f"({cpu_note(cpu)})")
     train, held_out = data
     times, rm, cpu = timed(lambda: lab["train_reward_model"](train, seed=0), repeats)
     acc, ceiling = lab["rm_accuracy"](rm, held_out)
     report.add("RM fit (train_reward_model)", times,
                note=f"({cpu_note(cpu)}; held-out accuracy {acc:.3f}, ceiling {ceiling:.3f})")
-    return {"lab": lab, "sft": sft, "rm": rm, "rm_offset": sft_offset(rm, sft), "rm_acc": (acc, ceiling)}
+    return {"lab": lab, "sft": sft, "rm": rm, "rm_offset": sft_offset(rm, sft, n=N_OFFSET, seed=NOTEBOOK.offset), "rm_acc": (acc, ceiling)}
 
 
 def bench_ppo(report, repeats, ctx):
