@@ -96,7 +96,7 @@ science: setup  ## both labs' lessons and the Beyond PPO notebook's claims over 
 	$(PY) benchmarks/science.py
 
 sft: setup  ## rebuild the shipped SFT checkpoint (deterministic, a few seconds)
-	$(PY) -m course_utils.build_sft
+	$(PY) -m course_staff.edition.build_sft
 
 clean:  ## remove grading products (keeps .venv)
 	rm -rf submitted autograded feedback exchange gradebook.db grades.csv artifacts .pytest_cache

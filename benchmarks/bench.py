@@ -142,7 +142,7 @@ def bench_import(report, repeats):
 
 
 def bench_sft(report, repeats):
-    from course_utils.build_sft import train_sft
+    from course_staff.edition.build_sft import train_sft
     times, _, cpu = timed(lambda: train_sft(seed=0), repeats)
     report.add("SFT rebuild (800 steps)", times, note=f"({cpu_note(cpu)})")
 

@@ -9,7 +9,7 @@ import random
 
 import torch
 
-from course_utils.tinylm import EOS, MAX_NEW, PAD, answer_tokens, make_batch, sample
+from course_utils.tinylm import EOS, MAX_NEW, N_DIGITS, PAD, answer_tokens, make_batch, sample
 
 KAPPA = 0.3   # labeler confidence: P(w preferred to l) = sigmoid(KAPPA * (gold_w - gold_l))
 
@@ -26,7 +26,7 @@ def gold_score(out):
     if resp.shape[1] < MAX_NEW:
         resp = torch.cat([resp, torch.full((resp.shape[0], MAX_NEW - resp.shape[1]), PAD)], dim=1)
     correct = (resp == answer_tokens(ids)).all(dim=1)
-    is_digit = resp < 10
+    is_digit = resp < N_DIGITS
     n_lead_digits = is_digit.long().cumprod(dim=1).sum(dim=1)         # digits before anything else
     eos_after_digits = resp.gather(1, n_lead_digits.clamp(max=MAX_NEW - 1)[:, None]).squeeze(1) == EOS
     well_formed = (n_lead_digits >= 1) & (n_lead_digits <= 2) & eos_after_digits

@@ -7,13 +7,15 @@ enough learns to emit digits: the score goes up while the labeler's goes down.
 import torch
 import torch.nn as nn
 
+from course_utils.tinylm import N_DIGITS
+
 
 def digit_counts(out):
     """How many times each digit 0-9 occurs in each response (real tokens only): (B, 10) float."""
     resp = out["ids"][:, out["prompt_len"]:]
-    real_digit = (out["mask"] > 0) & (resp < 10)
-    counts = torch.zeros(resp.shape[0], 10)
-    return counts.scatter_add_(1, resp.clamp(max=9), real_digit.float())
+    real_digit = (out["mask"] > 0) & (resp < N_DIGITS)
+    counts = torch.zeros(resp.shape[0], N_DIGITS)
+    return counts.scatter_add_(1, resp.clamp(max=N_DIGITS - 1), real_digit.float())
 
 
 class DigitRM(nn.Module):
@@ -25,7 +27,7 @@ class DigitRM(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.w = nn.Parameter(torch.zeros(10))
+        self.w = nn.Parameter(torch.zeros(N_DIGITS))
 
     def forward(self, counts):
         return counts @ self.w

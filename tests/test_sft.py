@@ -5,7 +5,7 @@ import random
 import pytest
 import torch
 
-from course_utils.build_sft import train_sft
+from course_staff.edition.build_sft import train_sft
 from course_utils.prefs import gold_score
 from course_utils.tinylm import decode_responses, load_sft, make_batch, sample
 from rollouts import greedy

@@ -1,6 +1,6 @@
 """Rebuild the shipped SFT checkpoint, deterministically, in a few seconds.
 
-    python -m course_utils.build_sft            # writes course_utils/data/sft.pt
+    python -m course_staff.edition.build_sft            # writes course_utils/data/sft.pt
 
 The demonstrators are sloppy on purpose: a fifth of their answers are blank (just EOS). The SFT
 model therefore adds well but not perfectly and sometimes answers nothing, which leaves RLHF room

@@ -28,7 +28,7 @@ from course_utils.labeler import ranked_data
 from course_utils.response_tree import FEATURES, ResponseTree, complete_only, response_probs
 from course_utils.runs import SWEEP_BETAS, RunCache
 from course_utils.runtime import progress
-from course_utils.tinylm import decode_responses, make_batch, sample
+from course_utils.tinylm import DIGITS, TOKENS, decode_responses, make_batch, sample
 from course_utils.views.base import FastFigure, PngFigure, View, show_slider
 from course_utils.views.optimum import OptimumComparison, OptimumSlider
 from course_utils.world import N_OFFSET
@@ -141,7 +141,7 @@ def plot_rm_fit(acc, ceiling, agreement, weights):
     a2.axhline(1.0, color="#444444", lw=1, ls="--")
     a2.set_title("pairs with different gold scores,\nnoise-free order")
     w = np.asarray(weights, dtype=float)
-    a3.bar([str(d) for d in range(10)], w, color=COLORS[4])
+    a3.bar([TOKENS[d] for d in DIGITS], w, color=COLORS[4])
     a3.axhline(0, color="black", lw=0.8)
     a3.set_xlabel("digit")
     a3.set_title("RM weight per occurrence of each digit")
