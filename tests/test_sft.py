@@ -36,6 +36,7 @@ def test_greedy_sft_is_mostly_right(sft):
     assert sum(r == a for r, a in zip(decode_responses(out), answers)) >= 70
 
 
+@pytest.mark.slow   # trains the SFT model (800 Adam steps)
 def test_rebuilt_checkpoint_matches_the_shipped_one(sft):
     rebuilt = train_sft(seed=0)
     assert torch.equal(greedy(rebuilt, ALL_PROMPTS)["ids"],

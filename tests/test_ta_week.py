@@ -18,6 +18,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import harness as h
+from course_staff import course
 from course_staff.grading.class_grading import graded
 from course_staff.grading.late_policy import LatePolicy
 from course_staff.grading.manual_scores import SHADOWED
@@ -203,11 +204,14 @@ def test_the_guide_command_clears_it(week):
 # -- late policy ---------------------------------------------------------------------------------
 
 def test_the_late_policy_in_steps():
-    policy = LatePolicy(grace_minutes=15, percent_per_day=10)
+    policy = LatePolicy()                       # the course's defaults: what nbgrader_config.py uses
     minute, day = 60, 24 * 3600
     assert [policy.fraction_lost(s) for s in (0, 15 * minute, 16 * minute, day + 15 * minute,
                                                day + 16 * minute, 9 * day, 20 * day)] == \
         pytest.approx([0, 0, 0.1, 0.1, 0.2, 0.9, 1.0])
+    config = course.config(h.REPO)
+    assert config.AssignLatePenalties.plugin_class is LatePolicy
+    assert "LatePolicy" not in config, "nbgrader_config.py restates the policy: its numbers live in late_policy.py"
 
 
 @pytest.mark.slow
@@ -227,6 +231,7 @@ def test_the_course_configures_the_late_policy(week):
 
 # -- outdated configuration names ------------------------------------------------------------------
 
+@pytest.mark.slow   # loads the config into every nbgrader application, in a new interpreter too
 def test_outdated_config_names_stop_the_ta_targets(tmp_path):
     good = h.REPO / "nbgrader_config.py"
     check_config(good)                                        # the course's own config: no outdated name
