@@ -46,10 +46,10 @@ browser:  ## install Debian's chromium for the browser tests when it is missing
 	  else echo "chromium is missing: install it (apt-get install chromium) to run the browser tests"; fi; }
 
 test: setup browser postgres-install  ## run every test: course_utils, labs, mutants, nbgrader lifecycle, browser
-	$(PY) -m pytest -q -n 2 --dist loadfile   # two workers: one file each at a time
+	$(PY) -m pytest -q -n 2 --dist loadfile -rs --durations=15   # two workers, a file each; skip reasons, the 15 slowest
 
-test-fast: setup  ## the unit tests only (seconds)
-	$(PY) -m pytest -q -m "not slow"
+test-fast: setup  ## the unit tests only: nothing starts nbgrader, a kernel, a venv, a browser or training
+	$(PY) -m pytest -q -m "not slow" -rs --durations=5
 
 check-config: setup  ## fail loudly if nbgrader_config.py has an error (nbgrader would only log it)
 	$(PY) -m course_staff.grading.nbgrader_plugins nbgrader_config.py
