@@ -1,9 +1,9 @@
 """Lab 12's lessons as science experiments (see science.py), with the notebook's own functions.
 
-``world(seed)`` is the set-up every experiment of a seed shares (and other modules may reuse): the
-SFT model, ranked data of 2000 prompts x 4 responses (and as many held out), the notebook's
-``train_reward_model``, the RM offset from 2000 SFT samples, and a held-out evaluation of 2000 SFT
-samples ("start"). ``ppo(seed, **changes)`` is one run of the notebook's ``train_rlhf`` with
+``world(seed)`` is the set-up every experiment of a seed shares (and other modules may reuse): Lab
+12's world (``course_utils.world``: the SFT model, ranked data and as many held out, the notebook's
+``train_reward_model``, the RM offset) drawn with this run's seeds (``science_seeds``), and a
+held-out evaluation of N_EVAL SFT samples ("start"). ``ppo(seed, **changes)`` is one run of the notebook's ``train_rlhf`` with
 ``RLHFConfig(seed=seed, **changes)`` (120 iterations x 64 prompts), summarised by the mean of its
 last 10 iterations ("end"); runs are cached, so experiments that share a run train it once.
 
