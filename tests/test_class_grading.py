@@ -4,9 +4,10 @@ Two course checkouts ("machines") share one exchange and one PostgreSQL gradeboo
 recorded once; 40 simulated students (tests/classroom.py) fetch and submit; each machine collects
 the whole class and grades its shard (SHARD=1/2, SHARD=2/2) with JOBS=2, both machines at the same
 time (four graders writing to one gradebook); each writes the feedback of its shard; one exports
-grades.csv and the per-task CSV. The reference: each distinct notebook of the class graded once,
-serially, by plain `nbgrader autograde` on SQLite. Every student's every cell must equal the
-reference for that student's notebook, and every student appear once in grades.csv.
+grades.csv and the per-task CSV. The reference: what each distinct notebook of the class must score,
+cell by cell (tests/students), which plain `nbgrader autograde` on SQLite gives them in
+tests/test_lifecycle.py (the same roster, graded once there). Every student's every cell must equal
+the reference for that student's notebook, and every student appear once in grades.csv.
 
 A second class of four checks what a dead worker leaves: its student is regraded by the same
 command, and no one else.
@@ -45,10 +46,6 @@ def the_class(postgres, tmp_path_factory):
     kinds = classroom.distinct()
     roster = classroom.class_of(SIZE, kinds)
 
-    # the reference: every distinct notebook once, serially, plain nbgrader on SQLite
-    reference = h.course_copy(tmp / "reference", labs=(LAB,))
-    serial = h.autograde(reference, LAB, {kind: sub for kind, (sub, _) in kinds.items()})
-
     # two machines, one exchange, one PostgreSQL gradebook
     url = postgres.create_database("class_of_40")
     exchange = tmp / "exchange"
@@ -71,7 +68,7 @@ def the_class(postgres, tmp_path_factory):
     proc = subprocess.run([sys.executable, "-m", "course_staff.grading.task_grades"], cwd=machines[0],
                           env={**h._env(), **env}, capture_output=True, text=True)
     logs["tasks"] = proc.stdout + proc.stderr
-    return dict(kinds=kinds, roster=roster, serial=serial, url=url, machines=machines, logs=logs,
+    return dict(kinds=kinds, roster=roster, url=url, machines=machines, logs=logs,
                 pg=classroom.gradebook_scores(url, roster))
 
 
@@ -96,20 +93,18 @@ def test_each_machine_grades_its_shard_and_nothing_twice(the_class):
         assert f"graded {len(done)} in" in log and "with 2 worker(s)" in log, log
 
 
-def test_every_score_equals_the_serial_sqlite_grading(the_class):
-    serial, pg = the_class["serial"], the_class["pg"]
+def test_every_score_equals_the_reference(the_class):
+    pg = the_class["pg"]
     mismatches = []
     for student, kind in the_class["roster"].items():
         expected = the_class["kinds"][kind][1]
-        if expected is None:                      # not JSON: ungradable on both, 0 points
-            assert serial[kind] == {} and kind in serial.ungradable
+        if expected is None:                      # not JSON: ungradable, 0 points
             log = the_class["logs"][f"autograde {shard_of(student, 2)}"]
             assert f"NOT GRADED {student}: " in log and "not appear to be JSON" in log, log
             assert h.total(pg.get(student, {})) == 0
             continue
-        assert serial[kind] == expected, f"the serial reference of {kind} is off: {serial[kind]}"
-        if pg.get(student) != serial[kind]:
-            mismatches.append(f"{student}: PostgreSQL {pg.get(student)} != serial SQLite {serial[kind]}")
+        if pg.get(student) != expected:
+            mismatches.append(f"{student}: PostgreSQL {pg.get(student)} != the reference {expected}")
     assert not mismatches, "\n".join(mismatches)
 
 
@@ -120,7 +115,7 @@ def test_every_student_once_in_grades_csv(the_class):
     assert set(count) == set(the_class["roster"]) and set(count.values()) == {1}, count
     for row in rows:
         kind = the_class["roster"][row["student_id"]]
-        assert float(row["score"]) == pytest.approx(h.total(the_class["serial"][kind])), row
+        assert float(row["score"]) == pytest.approx(h.total(the_class["kinds"][kind][1] or {})), row
 
 
 def test_feedback_once_for_every_graded_student(the_class):
