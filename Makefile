@@ -49,7 +49,7 @@ test: setup browser postgres-install  ## run every test: course_utils, labs, mut
 	$(PY) -m pytest -q -n 2 --dist loadfile -rs --durations=15   # two workers, a file each; skip reasons, the 15 slowest
 
 test-fast: setup  ## the unit tests only: nothing starts nbgrader, a kernel, a venv, a browser or training
-	$(PY) -m pytest -q -m "not slow" -rs --durations=5
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow" -rs --durations=5   # both cores
 
 check-config: setup  ## fail loudly if nbgrader_config.py has an error (nbgrader would only log it)
 	$(PY) -m course_staff.grading.nbgrader_plugins nbgrader_config.py

@@ -31,6 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"           # the raw figures of the latest run, committed with the README quoting them
 sys.path.insert(0, str(HERE.parent))   # course_staff, from a checkout
+sys.path.insert(0, str(HERE.parent / "tests"))   # the grading harness (tests/harness.py)
 from course_staff.solutions import REPO, load_lab, notebook_path  # noqa: E402
 
 import torch  # noqa: E402

@@ -29,7 +29,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))            # course_staff, from a checkout
-sys.path.insert(0, str(HERE.parent / "tests"))  # the simulated students
+sys.path.insert(0, str(HERE.parent / "tests"))  # the simulated students and the grading harness
 
 from bench import commit, machine  # noqa: E402  (benchmarks/bench.py: the same notes on every figure)
 import harness as h  # noqa: E402
