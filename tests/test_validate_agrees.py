@@ -46,7 +46,7 @@ def cohort(lab):
     }
 
 
-@pytest.fixture(scope="module", params=["lab11", "lab12"])
+@pytest.fixture(scope="module", params=h.LABS)
 def verdicts(request, tmp_path_factory):
     lab = request.param
     students = cohort(lab)
