@@ -1,6 +1,7 @@
 """The staff companion "Beyond PPO": DPO's and GRPO's pieces, the cache of results, its views, and the
 notebook run top to bottom (slow)."""
 
+import ast
 import math
 import time
 from pathlib import Path
@@ -94,6 +95,28 @@ STALE = ("course_staff/beyond/data/beyond_ppo_results.json was made by other cod
 def test_the_cache_is_current():
     assert R.CACHE_PATH.exists(), f"{R.CACHE_PATH} is missing: run python -m course_staff.beyond.results --rebuild"
     assert R.load_cache() is not None, STALE
+
+
+def _course_utils_imports(path):
+    """The course_utils modules a file imports (``from course_utils.x import``, ``from course_utils import x``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("course_utils"):
+            names = [node.module] if node.module != "course_utils" else [f"course_utils.{a.name}" for a in node.names]
+            found |= {REPO / (n.replace(".", "/") + ".py") for n in names}
+    return {p for p in found if p.exists()}
+
+
+def test_the_fingerprint_covers_every_course_utils_module_the_experiment_runs():
+    todo, used = [REPO / "course_staff/beyond/methods.py", REPO / "course_staff/beyond/experiment.py"], set()
+    while todo:
+        for module in _course_utils_imports(todo.pop()) - used:
+            used.add(module)
+            todo.append(module)
+    used = {p.relative_to(REPO).as_posix() for p in used}
+    missing = used - set(R.INPUT_FILES) - {"course_utils/runtime.py"}       # a progress bar changes no number
+    assert not missing, f"the cache's fingerprint misses code its numbers depend on: {sorted(missing)}"
+    assert {"course_utils/world.py", "course_utils/tinylm.py"} <= used      # the walk follows the imports
 
 
 @pytest.fixture(scope="module")
