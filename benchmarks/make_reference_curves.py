@@ -5,7 +5,8 @@
 The file holds numbers only (the PPO histories), never code: the Lab 12 notebook overlays them on a
 student's own sweep. They are made with the instructor's solution (loaded from the source notebook
 by ``course_staff.solutions.load_lab``) and the notebook's own protocol, a ``runs.RunCache``: the SFT
-checkpoint, ``train_reward_model`` on the rankings of RM_DATA, the offset ``sft_offset``, then one
+checkpoint, the notebook's world (``course_utils.world``: ``train_reward_model`` on its rankings, the
+offset ``sft_offset``), then one
 ``train_rlhf`` run per beta of SWEEP_BETAS and per PPO seed (seed 0 is the notebook's own run).
 """
 
@@ -22,8 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from course_staff.solutions import REPO, load_lab  # noqa: E402
 
 from course_utils.labeler import KAPPA  # noqa: E402
+from course_utils.evaluation import METRICS  # noqa: E402
 from course_utils.runtime import machine_record  # noqa: E402
-from course_utils.runs import METRICS, SWEEP_BETAS, RunCache  # noqa: E402
+from course_utils.runs import SWEEP_BETAS, RunCache  # noqa: E402
 from course_utils.tinylm import load_sft  # noqa: E402
 from course_utils.views.lab12 import REFERENCE_PATH  # noqa: E402
 
@@ -32,7 +34,7 @@ KEYS = list(METRICS) + ["beta"]
 
 
 def reference_cache(lab):
-    """A RunCache as the notebook makes it: the reward model fit on RM_DATA, its offset, train_rlhf."""
+    """A RunCache as the notebook makes it: the notebook's world (reward model, offset), train_rlhf."""
     cache = RunCache(load_sft())
     cache.fit_reward_model(lab["train_reward_model"])
     cache.use(lab["train_rlhf"])

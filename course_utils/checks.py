@@ -15,6 +15,8 @@ import warnings
 
 import numpy as np
 
+from course_utils.views.explore import Unfinished, needs   # noqa: F401 -- the notebooks import needs from here
+
 # bound at import time: later monkeypatching of the public names does not reach these
 _asarray = np.asarray
 _array = np.array
@@ -161,32 +163,6 @@ def assert_equal_list(got, expected, name, mistakes=None, hint=None):
         return
     lines = [f"expected {expected!r}", f"but got {got_plain!r}"]
     _fail_explained(name, lines, mistakes, lambda value: got_plain == list(value), hint)
-
-
-class Unfinished(NotImplementedError):
-    """Raised by a view that waits for an earlier part of the lab (e.g. Lab 12's reward model of
-    Part A): ``needs`` then names that part instead of the cell's own tasks."""
-
-    def __init__(self, part):
-        super().__init__(f"Finish {part} first")
-        self.part = part
-
-
-@contextlib.contextmanager
-def needs(task):
-    """Run an explore cell, turning "not implemented yet" into a friendly one-line message.
-
-        with needs("Task 4 (tilted_optimum)"):
-            views.BetaView(...).show()
-
-    If a student function still raises NotImplementedError, prints
-    ``Finish Task 4 (tilted_optimum) first, then run this cell again.`` instead of a traceback
-    (an ``Unfinished`` error names the part it waits for instead).
-    """
-    try:
-        yield
-    except NotImplementedError as err:
-        print(f"Finish {getattr(err, 'part', task)} first, then run this cell again.")
 
 
 @contextlib.contextmanager

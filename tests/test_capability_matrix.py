@@ -73,8 +73,11 @@ def expected_problems(verdicts):
         problems += [f"{lab}: the solution fails {gid} ({'hidden' if vis else 'visible'} part)"
                      for gid, (vis, ok) in students["solution"].items() if not ok]
         for row, m in t.mistakes():
-            if all(ok for _, ok in students[m.student].values()):
+            own = dict(row.checks)
+            if all(students[m.student][gid][1] for gid in own):
                 problems.append(f"{lab}: mistake {m.name} passes every check of {row.name}")
+            problems += [f"{lab}: mistake {m.name} of {row.name} also fails {gid}"
+                         for gid, (_, ok) in students[m.student].items() if gid not in own and not ok]
         for row, v in t.variants():
             problems += [f"{lab}: correct variant {v.name} fails {gid}"
                          for gid, (_, ok) in students[v.student].items() if not ok]

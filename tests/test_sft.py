@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from course_utils.build_sft import checkpoint_digest, record_path, train_sft
+from course_staff.edition.build_sft import checkpoint_digest, record_path, train_sft
 from course_utils.prefs import gold_score
 from course_utils.tinylm import decode_responses, load_sft, make_batch, sample
 from rollouts import greedy
@@ -37,6 +37,7 @@ def test_greedy_sft_is_mostly_right(sft):
     assert sum(r == a for r, a in zip(decode_responses(out), answers)) >= 70
 
 
+@pytest.mark.slow   # trains the SFT model (800 Adam steps)
 def test_rebuilt_checkpoint_matches_the_shipped_one(sft):
     rebuilt = train_sft(seed=0)
     assert torch.equal(greedy(rebuilt, ALL_PROMPTS)["ids"],

@@ -1,6 +1,6 @@
 """Rebuild the shipped SFT checkpoint, deterministically, in a few seconds.
 
-    python -m course_utils.build_sft            # writes course_utils/data/sft.pt and sft.json
+    python -m course_staff.edition.build_sft    # writes course_utils/data/sft.pt and sft.json
 
 sft.json records how the checkpoint was made and on which machine (``runtime.machine_record``):
 another CPU rebuilds the same greedy answers and logits within float32 rounding, not the same bits.
@@ -62,7 +62,7 @@ def main():
     model = train_sft(args.seed)
     torch.save(model.state_dict(), args.out)
     record = record_path(args.out)
-    record.write_text(json.dumps({"made by": "python -m course_utils.build_sft", "seed": args.seed,
+    record.write_text(json.dumps({"made by": "python -m course_staff.edition.build_sft", "seed": args.seed,
                                   "sha256": checkpoint_digest(args.out), "made on": machine_record()}, indent=1) + "\n")
     print(f"wrote {args.out} and {record}")
 
