@@ -100,6 +100,7 @@ TABLE = Lab("lab11", tasks=(
         M("to_log_z_without_max", (("float(top + np.log(total))", "float(np.log(total))"),), "add the max back"),
         M("to_not_normalized", (("pi_star = weights / total", "pi_star = weights"),), "not normalized"),
         M("to_max_of_rewards", (("top = scores.max()", "top = (rewards / beta).max()"),), "not the largest reward"),
+        M("to_beta_fixed", (("rewards / beta", "rewards / 1.0"),), "beta was not used"),
     ), variants=(
         _v("ok_logaddexp_with_warnings",          # np.log(0) warns: must not cost points
            "    s = np.log(ref_probs) + rewards / beta\n    log_Z = np.logaddexp.reduce(s, axis=None)\n"
