@@ -152,8 +152,9 @@ TABLE = Lab("lab11", tasks=(
            "    with np.errstate(", "    with np.errstate("),
     )),
 ), concepts=(
-    Concept("concept_kl_noise", 1, mistakes=(
-        M("cc_noise_inverted", (("return round(41.72 / 3.43, 1)", "return round(3.43 / 41.72, 2)"),), "is not within 15%"),)),
+    Concept("concept_entropy_limit", 1, mistakes=(
+        M("cc_entropy_first_token_only", (("return np.log(n) + (n - 1) / n * np.log(n)", "return np.log(n)"),),
+          "is not within 0.05"),)),
     Concept("concept_kl_limit", 1, mistakes=(
         M("cc_limit_log2", (("return round(-np.log(0.719), 2)", "return round(np.log(2), 2)"),), "is not within 0.02"),)),
 ), questions=(

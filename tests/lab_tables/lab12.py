@@ -117,8 +117,8 @@ TABLE = Lab("lab12", tasks=(
            "    ratio = torch.exp("),
     )),
 ), concepts=(
-    Concept("concept_ceiling", 1, mistakes=(
-        M("cc_ceiling_blank", (("math.exp(-0.3 * (1 - 0))", "math.exp(-0.3 * (1 - -1))"),), "is not within 0.005"),)),
+    Concept("concept_shift", 1, mistakes=(
+        M("cc_shift_scale", (('shifts = {"a", "d"}', 'shifts = {"a", "b", "d"}'),), "is not the set"),)),
     Concept("concept_clip", 1, mistakes=(
         M("cc_clip_above", (('past_the_clip = {"a", "d"}', 'past_the_clip = {"a", "c"}'),), "is not the set"),)),
 ), questions=(
