@@ -159,6 +159,7 @@ TABLE = Lab("lab11", tasks=(
         M("cc_limit_log2", (("return round(-np.log(0.719), 2)", "return round(np.log(2), 2)"),), "is not within 0.02"),)),
 ), questions=(
     Question("answer_kl_signs", 2),
+    Question("answer_kl_sharp", 3),
     Question("answer_objective_identity", 2),
-    Question("answer_beta_limit", 1),
+    Question("answer_beta_limit", 2),
 ))

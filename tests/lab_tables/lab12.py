@@ -126,4 +126,6 @@ TABLE = Lab("lab12", tasks=(
     Question("answer_exp1_explain", 2),
     Question("answer_ptx", 1),
     Question("answer_optimum_hacks", 2),
+    Question("answer_health", 2),
+    Question("answer_length", 2),
 ))
