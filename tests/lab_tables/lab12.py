@@ -118,7 +118,7 @@ TABLE = Lab("lab12", tasks=(
     )),
 ), concepts=(
     Concept("concept_shift", 1, mistakes=(
-        M("cc_shift_scale", (('shifts = {"a", "d"}', 'shifts = {"a", "b", "d"}'),), "is not the set"),)),
+        M("cc_shift_scale", (('unchanged_by_a_shift = {"a", "d"}', 'unchanged_by_a_shift = {"a", "b", "d"}'),), "is not the set"),)),
     Concept("concept_clip", 1, mistakes=(
         M("cc_clip_above", (('past_the_clip = {"a", "d"}', 'past_the_clip = {"a", "c"}'),), "is not the set"),)),
 ), questions=(
