@@ -41,6 +41,7 @@ START_LIMIT_S = 120        # a kernel that imports torch on a busy laptop can ta
 EXIT = {"passed": 0, "failed": 1, "unfinished": 2}
 DONE = ("answered", "written")   # statuses that count as finished for the exit status
 ANSWER_STUB = "YOUR ANSWER HERE"  # what nbgrader leaves in a written answer's cell
+_BOLD_QUESTION = re.compile(r"^\*\*(Question \d\w* \(written[^*]*)\*\*", re.M)
 _PLACEHOLDER = re.compile(r"\bTODO\b|NotImplementedError|YOUR CODE HERE")
 
 
@@ -74,7 +75,7 @@ def is_concept_check(cell):
 def _answer_verdict(cell, heading):
     meta = cell.metadata["nbgrader"]
     points = float(meta.get("points", 0))
-    label = f"{heading} [written answer {meta.get('grade_id', '')}, {points:g} points]"
+    label = f"{heading} [written answer {meta.get('grade_id', '')}, {points:g} point{'' if points == 1 else 's'}]"
     text = cell.source.strip()
     if not text or ANSWER_STUB in text:
         return Verdict(label, "unfinished", f"not written yet: replace {ANSWER_STUB} with your answer", points)
@@ -173,6 +174,7 @@ def verdicts(nb, errors, fatal=""):
             continue
         if cell.cell_type == "markdown":
             titles = [ln.lstrip("#").strip() for ln in cell.source.splitlines() if ln.startswith("#")]
+            titles += [m.group(1).rstrip(".") for m in _BOLD_QUESTION.finditer(cell.source)]   # **Question 1 ...**
             heading = titles[-1] if titles else heading
             continue
         if cell.metadata.get("nbgrader", {}).get("solution", False):
