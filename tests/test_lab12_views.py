@@ -298,3 +298,9 @@ def test_exact_entropy_of_the_sft_model_matches_sampling():
         sampled = -(sequence_logprobs(sft, out) * out["mask"]).sum(1)
     assert exact == pytest.approx(sampled.mean().item(), abs=4 * sampled.std().item() / len(prompts) ** 0.5)
     assert 0.3 < exact < 1.5
+
+
+def test_plot_curves_keeps_the_title_it_is_given():
+    hist = {k: [0.0, 0.1, 0.2] for k in views.METRICS}
+    fig = views.plot_curves({"run": hist}, title="PPO at beta = 0")
+    assert fig._suptitle.get_text() == "PPO at beta = 0"

@@ -212,8 +212,8 @@ def plot_curves(runs, title=None, target_kl=None, window=5):
             ax.plot(x, hist[key], color=color, alpha=0.25, lw=0.8)
             ax.plot(x, smooth(hist[key], window), color=color, lw=1.8, label=label)
     for ax, key in zip(axes, METRICS):
-        title, ylim = PANELS[key]
-        ax.set_title(title, fontsize=10)
+        panel_title, ylim = PANELS[key]          # not `title`: that is the figure's own
+        ax.set_title(panel_title, fontsize=10)
         if ylim:
             ax.set_ylim(*ylim)
         ax.grid(alpha=0.3)
