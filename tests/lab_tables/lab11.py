@@ -156,7 +156,7 @@ TABLE = Lab("lab11", tasks=(
         M("cc_entropy_first_token_only", (("return np.log(n) + (n - 1) / n * np.log(n)", "return np.log(n)"),),
           "is not within 0.05"),)),
     Concept("concept_kl_limit", 1, mistakes=(
-        M("cc_limit_log2", (("return round(-np.log(0.719), 2)", "return round(np.log(2), 2)"),), "is not within 0.02"),)),
+        M("cc_limit_best_only", (("best_mass = 0.719 + 0.028 + 0.018", "best_mass = 0.719"),), "is not within 0.02"),)),
 ), questions=(
     Question("answer_kl_signs", 2),
     Question("answer_kl_sharp", 3),
