@@ -17,7 +17,7 @@ PGDIR  := .postgres
 # JupyterLab refuses to run as root (containers, CI) unless told to
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup lab student-edition test test-fast check-config release autograde feedback grades bench science sft browser clean
+.PHONY: help setup repair lab student-edition test test-fast check-config release autograde feedback grades bench science sft browser clean
 .PHONY: record clear-manual postgres postgres-install postgres-stop bench-class
 
 help:  ## list the targets
@@ -31,6 +31,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 setup: $(STAMP)  ## create .venv with the pinned packages and course_utils (editable)
+
+repair:  ## install the pinned packages into .venv again (setup does nothing once .venv is installed)
+	rm -f $(STAMP)
+	$(MAKE) setup
 
 lab: setup  ## open JupyterLab on the instructor's notebooks (source/: solutions and hidden tests)
 	$(BIN)/jupyter lab --notebook-dir=$(CURDIR) --port=$(PORT) $(ROOT_FLAG) $(foreach lab,$(LABS),source/$(lab)/$(lab).ipynb)

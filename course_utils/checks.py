@@ -11,6 +11,7 @@ object whose ``==`` is always true is rejected rather than trusted.
 
 import contextlib
 import numbers
+import sys
 import warnings
 
 import numpy as np
@@ -172,8 +173,33 @@ def no_warnings():
     A warning never means a wrong answer, but nbgrader scores a check cell 0 for any output on
     stderr, and some warnings (e.g. torch's "Converting a tensor with requires_grad=True to a
     scalar") span lines that no ignore-pattern recognizes.
+
+    Anything else written to stderr inside still goes there (the graders see it, and score the cell
+    0), and a note on stdout says so, so that a cell never seems to pass while it loses its points.
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
+    tee = _StderrTee(sys.stderr)
+    sys.stderr = tee
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        sys.stderr = tee.stream
+        if tee.wrote:
+            print("Note: your code wrote to stderr (shown in red). The graders score a check cell that writes "
+                  "to stderr 0 points, even if its checks pass: remove the print to sys.stderr or the logging.")
+
+
+class _StderrTee:
+    """sys.stderr as it was, remembering whether anything was written through it."""
+
+    def __init__(self, stream):
+        self.stream, self.wrote = stream, False
+
+    def write(self, text):
+        self.wrote = self.wrote or bool(str(text).strip())
+        return self.stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
 

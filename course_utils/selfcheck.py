@@ -8,17 +8,27 @@ skipped (they are not graded) and a cell that runs longer than the graders allow
 file is not changed. Then every check cell -- the read-only cell after each task -- is reported as
 
     passed      the visible checks of the task pass
-    failed      with the check's message (what was expected, what came back, the likely mistake)
+    failed      with the check's message (what was expected, what came back, the likely mistake);
+                also a check cell that wrote to stderr: the graders score it 0 even if its checks pass
     unfinished  the task still raises NotImplementedError
+    answered    a concept check whose answer has the right form (the graders check its value)
 
-and so is any other cell that stopped with an error. Passing the visible checks is necessary, not
-sufficient: the graders test each task on other inputs too. Exit status: 0 when every check passed,
-1 when a cell failed, 2 when nothing failed but a task is unfinished.
+every written answer as
+
+    written     an answer is there (a TA grades it)
+    unfinished  the cell still reads YOUR ANSWER HERE, or is empty
+
+a concept check whose answer is still a placeholder (a TODO, or the NotImplementedError it came
+with) as unfinished, and any other cell that stopped with an error. Passing the visible checks is
+necessary, not sufficient: the graders test each task on other inputs too. Exit status: 0 when every
+check passed and nothing is unfinished, 1 when a cell failed, 2 when nothing failed but something
+(a task, a concept check or a written answer) is unfinished.
 """
 
 import argparse
 import contextlib
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -29,6 +39,10 @@ import nbformat
 CELL_LIMIT_S = 30          # the graders stop a cell after this many seconds (nbgrader_config.py reads it)
 START_LIMIT_S = 120        # a kernel that imports torch on a busy laptop can take a while to start
 EXIT = {"passed": 0, "failed": 1, "unfinished": 2}
+DONE = ("answered", "written")   # statuses that count as finished for the exit status
+ANSWER_STUB = "YOUR ANSWER HERE"  # what nbgrader leaves in a written answer's cell
+_BOLD_QUESTION = re.compile(r"^\*\*(Question \d\w* \(written[^*]*)\*\*", re.M)
+_PLACEHOLDER = re.compile(r"\bTODO\b|NotImplementedError|YOUR CODE HERE")
 
 
 @dataclass
@@ -36,14 +50,42 @@ class Verdict:
     """What one cell of a notebook came to: a check cell, or another cell that raised."""
 
     label: str          # "Task 2 — `sample_with_temperature` (3 points, ~15 min) [check test_sample_...]"
-    status: str         # "passed", "failed" or "unfinished"
+    status: str         # "passed", "failed", "unfinished", "answered" (concept check) or "written"
     message: str = ""   # the check's message, for a failed cell
+    points: float = 0   # what the cell is worth
 
 
 def is_check(cell):
     """An autograded check: an nbgrader grade cell that is not itself an answer."""
     meta = cell.metadata.get("nbgrader", {})
     return cell.cell_type == "code" and meta.get("grade", False) and not meta.get("solution", False)
+
+
+def is_answer(cell):
+    """A written answer: a markdown cell that nbgrader grades by hand."""
+    meta = cell.metadata.get("nbgrader", {})
+    return cell.cell_type == "markdown" and meta.get("grade", False) and meta.get("solution", False)
+
+
+def is_concept_check(cell):
+    """The check cell of a concept check (its grade_id starts with test_concept)."""
+    return is_check(cell) and cell.metadata["nbgrader"].get("grade_id", "").startswith("test_concept")
+
+
+def _answer_verdict(cell, heading):
+    meta = cell.metadata["nbgrader"]
+    points = float(meta.get("points", 0))
+    label = f"{heading} [written answer {meta.get('grade_id', '')}, {points:g} point{'' if points == 1 else 's'}]"
+    text = cell.source.strip()
+    if not text or ANSWER_STUB in text:
+        return Verdict(label, "unfinished", f"not written yet: replace {ANSWER_STUB} with your answer", points)
+    return Verdict(label, "written", "a TA grades it", points)
+
+
+def _stderr_verdict(label, text, points):
+    return Verdict(label, "failed", f"wrote to stderr, so the graders score this cell 0 points although its "
+                   f"visible checks passed: remove what writes there (a print to sys.stderr, logging)\n"
+                   f"  it wrote: {text}", points)
 
 
 def lab_notebooks(folder):
@@ -95,16 +137,16 @@ def run(path, grading=True):
     return nb, errors, ""
 
 
-def _error_verdict(label, error):
+def _error_verdict(label, error, points=0):
     """A cell's error reply as a verdict."""
     name, value = error.get("ename", "Error"), error.get("evalue", "")
     if name == "NotImplementedError":
-        return Verdict(label, "unfinished")
+        return Verdict(label, "unfinished", points=points)
     if name == "KeyboardInterrupt":
-        return Verdict(label, "failed", f"stopped after {CELL_LIMIT_S} s, as the graders would stop it")
+        return Verdict(label, "failed", f"stopped after {CELL_LIMIT_S} s, as the graders would stop it", points)
     if name == "AnswerError":                     # a check's own message says it all
-        return Verdict(label, "failed", value)
-    return Verdict(label, "failed", f"{name}: {value}" if value else name)
+        return Verdict(label, "failed", value, points)
+    return Verdict(label, "failed", f"{name}: {value}" if value else name, points)
 
 
 def _stderr(cell):
@@ -125,22 +167,35 @@ def verdicts(nb, errors, fatal=""):
     ``nb`` is the executed notebook, ``errors`` {cell index: error reply} as ``run`` returns them.
     A check cell that never ran (the kernel died before it) counts as failed.
     """
-    found, heading = [], "(before the first heading)"
+    found, heading, answer = [], "(before the first heading)", ""
     for index, cell in enumerate(nb.cells):
+        if is_answer(cell):
+            found.append(_answer_verdict(cell, heading))
+            continue
         if cell.cell_type == "markdown":
             titles = [ln.lstrip("#").strip() for ln in cell.source.splitlines() if ln.startswith("#")]
+            titles += [m.group(1).rstrip(".") for m in _BOLD_QUESTION.finditer(cell.source)]   # **Question 1 ...**
             heading = titles[-1] if titles else heading
             continue
+        if cell.metadata.get("nbgrader", {}).get("solution", False):
+            answer = cell.source                  # the code the next check cell tests
         if is_check(cell):
             label = _check_label(cell, heading)
+            points = float(cell.metadata["nbgrader"].get("points", 0))
             if index in errors:
-                found.append(_error_verdict(label, errors[index]))
+                found.append(_error_verdict(label, errors[index], points))
             elif cell.get("execution_count") is None and fatal:
-                found.append(Verdict(label, "failed", f"did not run: {fatal}"))
+                found.append(Verdict(label, "failed", f"did not run: {fatal}", points))
             elif _stderr(cell):
-                found.append(Verdict(label, "failed", f"wrote to stderr: {_stderr(cell)}"))
+                found.append(_stderr_verdict(label, _stderr(cell), points))
+            elif is_concept_check(cell) and _PLACEHOLDER.search(answer):
+                found.append(Verdict(label, "unfinished", "the answer is still a placeholder (a TODO): "
+                                     "replace it with your answer", points))
+            elif is_concept_check(cell):
+                found.append(Verdict(label, "answered", "the answer has the right form; the graders check its value",
+                                     points))
             else:
-                found.append(Verdict(label, "passed"))
+                found.append(Verdict(label, "passed", points=points))
         elif index in errors:
             found.append(_error_verdict(f"{heading} [cell {index + 1}, not a check]", errors[index]))
     return found
@@ -154,9 +209,12 @@ def report(name, found, out=None):
         print(f"  {v.status:<11} {v.label}", file=out)
         for line in v.message.splitlines():
             print(f"              {line}", file=out)
-    counts = {s: sum(v.status == s for v in found) for s in EXIT}
-    print(f"  -> {counts['passed']} passed, {counts['failed']} failed, {counts['unfinished']} unfinished",
-          file=out)
+    counts = {s: sum(v.status == s for v in found) for s in (*EXIT, *DONE)}
+    line = f"  -> {counts['passed']} passed, {counts['failed']} failed, {counts['unfinished']} unfinished"
+    extra = [f"{counts[s]} {s}" for s in DONE if counts[s]]
+    todo = sum(v.points for v in found if v.status == "unfinished")
+    print(line + (f" ({', '.join(extra)})" if extra else "")
+          + (f"; {todo:g} points still unfinished" if todo else ""), file=out)
     return exit_status(v.status for v in found)
 
 
@@ -183,9 +241,11 @@ def main(argv=None):
         report(str(path), found)
         statuses += [v.status for v in found]
     status = exit_status(statuses)
-    print({0: "\nEvery visible check passes. The graders also test each task on other inputs.",
+    print({0: "\nEvery visible check passes and every answer is there. The graders also test each task on "
+              "other inputs, check the concept checks' values, and a TA grades the written answers.",
            1: "\nSome cells failed: read their messages above, fix, and run this again.",
-           2: "\nNothing failed, but some tasks are unfinished."}[status])
+           2: "\nNothing failed, but some work is unfinished (tasks, concept checks or written answers): "
+              "see the lines marked unfinished above."}[status])
     return status
 
 

@@ -204,3 +204,23 @@ def test_needs_lets_other_errors_through():
     with pytest.raises(ValueError):
         with needs("Task 1"):
             raise ValueError("a real bug")
+
+
+def test_no_warnings_passes_stderr_on_and_says_it_costs_the_cell(capsys):
+    import sys
+    import warnings
+
+    from course_utils.checks import no_warnings
+
+    with no_warnings():
+        warnings.warn("harmless")
+        print("Task 1: visible checks passed.")
+    out = capsys.readouterr()
+    assert out.err == "" and "Note" not in out.out                   # a warning costs nothing
+    with no_warnings():
+        print("debug 3", file=sys.stderr)
+        print("Task 1: visible checks passed.")
+    out = capsys.readouterr()
+    assert out.err == "debug 3\n"                                     # the graders still see it
+    assert out.out.endswith("0 points, even if its checks pass: remove the print to sys.stderr or the logging.\n")
+    assert not isinstance(sys.stderr, grading._StderrTee)            # restored

@@ -236,3 +236,22 @@ def test_views_use_only_seeded_randomness(lab):
     torch.manual_seed(1)
     b = views.TemperatureView(lab["model"], "9+9=", lab["generate"]).prepare().samples(1.5)
     assert a == b
+
+
+def test_kl_estimators_on_both_sides_of_one_are_exact(lab):
+    """KLEstimatorBothSides: exact (enumerated) spread of k1 and k3; k3 is the quieter one just above
+    and below T = 1 and by far the noisier one at T = 0.4; the table and the plot render."""
+    from course_utils.tinylm import load_sft
+
+    view = views.KLEstimatorBothSides(load_sft(), "7+5=", lab["kl_estimators"]).prepare()
+    rows = {r["T"]: r for r in view.rows}
+    assert min(rows) < 0.5 and max(rows) > 2
+    for t in (0.95, 1.05, 1.5):
+        assert rows[t]["std"]["k3"] < rows[t]["std"]["k1"]
+    assert rows[0.4]["std"]["k3"] > 100 * rows[0.4]["std"]["k1"]
+    for r in view.rows:                                   # both estimators are unbiased: exact means
+        assert r["mean"]["k1"] == pytest.approx(1.0, rel=1e-6) and r["mean"]["k3"] == pytest.approx(1.0, rel=1e-6)
+    assert "0.40" in view.table() and view.figure().startswith(PNG)
+    with needs("Task 3"):
+        views.KLEstimatorBothSides(load_sft(), "7+5=", _unfinished).prepare()
+        raise AssertionError("an unfinished Task 3 must stop the view")

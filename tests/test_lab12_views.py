@@ -284,3 +284,25 @@ def test_lab12_views_do_nothing_while_grading(monkeypatch, capsys):
                  views.OptimumComparison(runs, Cfg()), views.OptimumSlider(runs)):
         assert view.show() is None and not view._prepared
     assert capsys.readouterr().out == ""
+
+
+def test_exact_entropy_of_the_sft_model_matches_sampling():
+    """HealthSignals' exact entropy over whole responses: -E[log pi(y|x)], enumerated, against the mean
+    of -log pi(y|x) over samples of the 100 prompts."""
+    from course_utils.response_tree import ResponseTree
+    from course_utils.tinylm import load_sft, sample, sequence_logprobs
+
+    sft = load_sft()
+    exact = views.exact_entropy(ResponseTree.build(), sft)
+    prompts = [f"{a}+{b}=" for a in range(10) for b in range(10)] * 40
+    out = sample(sft, prompts, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        sampled = -(sequence_logprobs(sft, out) * out["mask"]).sum(1)
+    assert exact == pytest.approx(sampled.mean().item(), abs=4 * sampled.std().item() / len(prompts) ** 0.5)
+    assert 0.3 < exact < 1.5
+
+
+def test_plot_curves_keeps_the_title_it_is_given():
+    hist = {k: [0.0, 0.1, 0.2] for k in views.METRICS}
+    fig = views.plot_curves({"run": hist}, title="PPO at beta = 0")
+    assert fig._suptitle.get_text() == "PPO at beta = 0"

@@ -151,22 +151,28 @@ def test_rows_name_their_cells(lab):
 
 
 @pytest.mark.parametrize("lab", LABS)
-def test_every_task_has_one_to_three_hints_in_the_release(lab):
+def test_every_task_has_three_hints_in_the_release(lab):
     cells = _cells("release", lab)
     ids = [_meta(c).get("grade_id") for c in cells]
     for row in table(lab).tasks:
         i = ids.index(row.solution)
-        text = next(c.source for c in reversed(cells[:i]) if c.cell_type == "markdown")
+        above = []                       # the markdown between the previous code cell and the task's
+        for c in reversed(cells[:i]):
+            if c.cell_type == "code":
+                break
+            above.append(c.source)
+        text = "\n".join(reversed(above))
         hints = HINT.findall(text)
-        assert 1 <= len(hints) <= 3, f"{lab}/{row.name}: {len(hints)} hints in the task text above it"
+        assert len(hints) == 3, f"{lab}/{row.name}: {len(hints)} hints in the task text above it"
         assert "**Contract" in text, f"{lab}/{row.name}: the task text states no contract"
 
 
 @pytest.mark.parametrize("lab", LABS)
 def test_written_answers_have_a_model_answer_and_a_rubric_that_adds_up(lab):
     answers = written_answers(lab)
-    assert 3 <= len(answers) <= 4
-    assert 4 <= sum(w.points for w in answers) <= 6
+    assert 3 <= len(answers) <= 6
+    assert 3 * sum(w.points for w in answers) >= sum(table(lab).full_marks().values()), \
+        f"{lab}: the written analysis carries less than a third of the points"
     for w in answers:
         assert w.model_answer and re.search(r"Question \d", w.question), w.grade_id
         assert w.rubric_total == w.points == pytest.approx(sum(p for p, _ in w.rubric)), w.grade_id

@@ -39,7 +39,7 @@ CLI_STUDENT = "sol"          # fetches and submits with the real command line; t
 # each lab's tasks, by name (its table: tests/lab_tables), for the students below
 PARTS = {
     "lab11": {"partial": ("response_logprobs", "sample_with_temperature", "tilted_optimum", "token_level_optimum",
-                          "concept_kl_noise"),
+                          "concept_entropy_limit"),
               "answered": ("answer_kl_signs",),
               "osexit": "tilted_optimum", "loop": "kl_estimators", "exit": "sequence_logprob",
               "constant": "kl_objective", "always_equal": "token_level_optimum", "edited": "token_level_optimum",

@@ -65,7 +65,36 @@ def test_stderr_fails_a_check_but_warnings_do_not():
     printed = check_cell("test_p", outputs=[stderr("debug: 3\n")])
     found = selfcheck.verdicts(notebook(HEADING, warned, printed), {})
     assert [v.status for v in found] == ["passed", "failed"]
-    assert found[1].message == "wrote to stderr: debug: 3"
+    assert found[1].message.startswith("wrote to stderr, so the graders score this cell 0 points although its "
+                                       "visible checks passed")
+    assert found[1].message.endswith("it wrote: debug: 3")
+
+
+def answer_cell(text, grade_id="answer_q1", points=2):
+    return nbformat.v4.new_markdown_cell(text, metadata={"nbgrader": {
+        "grade": True, "solution": True, "grade_id": grade_id, "points": points, "locked": False}})
+
+
+def concept(source):
+    return nbformat.v4.new_code_cell(source, metadata={"nbgrader": {
+        "solution": True, "grade": False, "grade_id": "concept_x"}})
+
+
+def test_unwritten_answers_and_placeholder_concept_checks_are_unfinished(capsys):
+    question = nbformat.v4.new_markdown_cell("#### Question 1 (written, 2 points) — why?")
+    nb = notebook(HEADING, ANSWER, check_cell("test_a"), question, answer_cell("YOUR ANSWER HERE"),
+                  answer_cell("Because the KL is an expectation.", "answer_q2", 1),
+                  concept("def c():\n    return 1.0  # TODO"), check_cell("test_concept_x", points=1),
+                  concept("def d():\n    return 12.0"), check_cell("test_concept_y", points=1))
+    found = selfcheck.verdicts(nb, {})
+    assert [(v.status, v.points) for v in found] == [
+        ("passed", 2), ("unfinished", 2), ("written", 1), ("unfinished", 1), ("answered", 1)]
+    assert found[1].label == "Question 1 (written, 2 points) — why? [written answer answer_q1, 2 points]"
+    assert "YOUR ANSWER HERE" in found[1].message and "placeholder" in found[3].message
+    assert selfcheck.report("lab11/lab11.ipynb", found) == 2            # unfinished, not "all passed"
+    out = capsys.readouterr().out
+    assert "-> 1 passed, 0 failed, 2 unfinished (1 answered, 1 written); 3 points still unfinished" in out
+    assert selfcheck.exit_status(v.status for v in found if v.status != "unfinished") == 0
 
 
 def test_timeouts_and_a_dead_kernel_fail():
@@ -120,7 +149,8 @@ def test_a_mistake_a_slow_cell_and_the_rest_passing(tmp_path, monkeypatch):
     checks = {v.label.split("[check ")[-1].rstrip("]"): v for v in found if "[check " in v.label}
     assert checks.pop("test_response_logprobs").message.endswith(
         "Likely mistake: softmax instead of log_softmax (probabilities, not log-probabilities).")
-    assert {v.status for v in checks.values()} == {"passed"} and len(checks) == len(table("lab11").auto_marks()) - 1
+    assert {v.status for v in checks.values()} == {"passed", "answered"}      # answered: the concept checks
+    assert len(checks) == len(table("lab11").auto_marks()) - 1
     slow = [v for v in found if "not a check" in v.label]
     assert [(v.status, v.message) for v in slow] == [("failed", "stopped after 15 s, as the graders would stop it")]
     assert path.read_bytes() == before                                      # the student's file is untouched

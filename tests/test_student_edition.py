@@ -22,6 +22,7 @@ import pytest
 from course_staff.edition import student_edition as edition
 from harness import solved_submission
 from course_staff.edition.leaks import leaks
+from course_utils import selfcheck
 from make_lab import make_lab_until_it_answers
 
 pytestmark = pytest.mark.slow
@@ -94,13 +95,18 @@ def test_a_new_student_sets_up_works_and_checks(tmp_path):
     assert blank.returncode == 2, blank.stdout + blank.stderr
     checks = sum(1 for lab in LABS for c in nbformat.read(str(course / lab / f"{lab}.ipynb"), as_version=4).cells
                  if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution"))
-    assert blank.stdout.count("  unfinished  ") == checks and "  failed  " not in blank.stdout
+    cells = [c for lab in LABS for c in nbformat.read(str(course / lab / f"{lab}.ipynb"), as_version=4).cells]
+    answers = sum(1 for c in cells if selfcheck.is_answer(c))
+    concepts = sum(1 for c in cells if selfcheck.is_concept_check(c))
+    # every check and every written answer is unfinished (the concept checks' stubs raise too)
+    assert blank.stdout.count("  unfinished  ") == checks + answers and "  failed  " not in blank.stdout
 
     # ... and on the labs with every solution cell filled from source/, every visible check passes
     for lab in LABS:
         nbformat.write(solved_submission(lab), str(course / lab / f"{lab}.ipynb"))
     solved = run(["make", "check"], course, env)
     assert solved.returncode == 0, solved.stdout + solved.stderr
-    assert solved.stdout.count("  passed  ") == checks and "Every visible check passes" in solved.stdout
+    assert solved.stdout.count("  passed  ") == checks - concepts and "Every visible check passes" in solved.stdout
+    assert solved.stdout.count("  answered  ") == concepts and solved.stdout.count("  written  ") == answers
     timings["make check twice"] = time.monotonic() - t0 - sum(timings.values())
     print("\nstudent edition timings (s):", {k: round(v) for k, v in timings.items()})

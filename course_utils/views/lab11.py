@@ -469,3 +469,69 @@ class SoftValueView(View):
 
 
 __all__ = ["LogprobTable", "TemperatureView", "BetaView", "KLEstimatorExperiment", "SoftValueView", "entropy"]
+
+
+# ----------------------------------------------------------------------------- KL estimators, both sides of T = 1
+class KLEstimatorBothSides(View):
+    """The spread of k1 and k3 computed exactly, for policies sharper (T < 1) and flatter (T > 1) than pi_ref.
+
+    pi_ref is the toy LM at T = 1 and pi = pi_T. Every two-token response y is enumerated: the exact
+    mean and standard deviation of a one-sample estimate k(y), y ~ pi_T, are weighted sums over the
+    responses pi_T can produce (no sampling noise). ``rows`` holds, per temperature, the exact KL and
+    std(k) / KL for k1 and k3, from the student's ``kl_estimators``.
+    """
+
+    temperatures = (0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95,
+                    1.05, 1.1, 1.2, 1.35, 1.5, 1.75, 2.0, 2.5)
+    shown = (0.4, 0.6, 0.8, 0.95, 1.05, 1.5, 2.5)                    # the rows of the printed table
+
+    def __init__(self, model, prompt, kl_estimators):
+        self.model, self.prompt, self.kl_estimators = model, prompt, kl_estimators
+
+    def _prepare(self):
+        logits = two_token_logits(self.model, self.prompt)
+        ref = joint(*two_token_policy(logits, 1.0)).ravel()
+        self.rows = []
+        for t in self.temperatures:
+            p = joint(*two_token_policy(logits, t)).ravel()
+            support = p > 0                                          # the same support as pi_ref's
+            w = p[support]
+            logp = torch.log(torch.from_numpy(w))
+            ref_logp = torch.log(torch.from_numpy(ref[support]))
+            k1, _, k3 = (np.asarray(k, dtype=float) for k in self.kl_estimators(logp, ref_logp))
+            kl = float((w * (np.log(w) - np.log(ref[support]))).sum())
+            std = {name: float(np.sqrt((w * (k - (w * k).sum()) ** 2).sum())) / kl for name, k in
+                   (("k1", k1), ("k3", k3))}
+            mean = {name: float((w * k).sum()) / kl for name, k in (("k1", k1), ("k3", k3))}
+            self.rows.append({"T": float(t), "kl": kl, "std": std, "mean": mean})
+
+    def table(self):
+        """The exact figures as text, at a few temperatures."""
+        head = f"{'T':>5} {'KL exact':>9} {'k1 std/KL':>10} {'k3 std/KL':>10} {'std k1 / std k3':>16}"
+        lines = [head, "-" * len(head)]
+        for r in self.rows:
+            if r["T"] in self.shown:
+                lines.append(f"{r['T']:5.2f} {r['kl']:9.4f} {r['std']['k1']:10.3g} {r['std']['k3']:10.3g} "
+                             f"{r['std']['k1'] / r['std']['k3']:16.3g}")
+        lines.append("exact: every two-token response enumerated, std of one sample y ~ pi_T, relative to the KL")
+        return "\n".join(lines)
+
+    def figure(self):
+        """std(k) / KL of k1 and k3 against T (log scale), as PNG bytes."""
+        fig = Figure(figsize=(7, 3.6), dpi=DPI, layout="constrained")
+        ax = fig.subplots()
+        temps = [r["T"] for r in self.rows]
+        for name, color in (("k1", "tab:blue"), ("k3", "tab:green")):
+            ax.semilogy(temps, [r["std"][name] for r in self.rows], "o-", color=color, label=name, ms=4)
+        ax.axvline(1.0, color="gray", lw=1, ls=":")
+        ax.set_xlabel("temperature T of pi = pi_T (pi_ref: T = 1)")
+        ax.set_ylabel("std of one sample / KL")
+        ax.set_title("exact spread of k1 and k3 for pi_T against pi_ref, T from 0.35 to 2.5", fontsize=9)
+        ax.legend(fontsize=8)
+        return figure_png(fig, dpi="figure")
+
+    def display(self):
+        from IPython.display import Image, display
+
+        print(self.table())
+        display(Image(data=self.figure(), format="png"))

@@ -213,8 +213,8 @@ def plot_curves(runs, title=None, target_kl=None, window=5):
             ax.plot(x, hist[key], color=color, alpha=0.25, lw=0.8)
             ax.plot(x, smooth(hist[key], window), color=color, lw=1.8, label=label)
     for ax, key in zip(axes, METRICS):
-        title, ylim = PANELS[key]
-        ax.set_title(title, fontsize=10)
+        panel_title, ylim = PANELS[key]          # not `title`: that is the figure's own
+        ax.set_title(panel_title, fontsize=10)
         if ylim:
             ax.set_ylim(*ylim)
         ax.grid(alpha=0.3)
@@ -477,3 +477,63 @@ __all__ = ["METRICS", "PANELS", "SWEEP_BETAS", "RunCache", "progress", "smooth",
            "run_summary", "plot_rm_fit", "plot_curves", "plot_controller", "plot_overoptimization",
            "load_reference_curves", "LabelerExamples", "RewardModelFit", "RewardOffset", "TrainingCurves",
            "CurveExplorer", "OverOptimization", "SampleExplorer", "OptimumComparison", "OptimumSlider"]
+
+
+# ----------------------------------------------------------------------------- health signals
+def exact_entropy(tree, model):
+    """Mean over the tree's prompts of the entropy of pi(y | x) over whole responses, in nats (exact)."""
+    from course_utils.response_tree import expectation, path_logprobs
+
+    with torch.no_grad():
+        logp = tree.logprobs(model)
+        probs = response_probs(logp)
+        logs = [torch.where(p > 0, lp, torch.zeros_like(lp)) for p, lp in zip(probs, path_logprobs(logp))]
+        return float(-expectation(probs, logs).mean())
+
+
+class HealthSignals(View):
+    """PPO's health signals per iteration for a few runs, {label: RLHFConfig}: the clip fraction, the
+    value loss and the KL to the SFT model (as ``train_rlhf`` logs them), and the exact entropy of each
+    final policy and of the SFT model over whole responses (every response enumerated)."""
+
+    def __init__(self, runs, configs):
+        self.runs, self.configs = runs, dict(configs)
+
+    def _prepare(self):
+        self.histories = {label: self.runs.run(cfg)[1] for label, cfg in self.configs.items()}
+        tree = ResponseTree.build()
+        self.entropy = {"SFT model": exact_entropy(tree, self.runs.sft)}
+        for label, cfg in self.configs.items():
+            self.entropy[label] = exact_entropy(tree, self.runs.run(cfg)[0])
+
+    def figure(self, window=5):
+        fig = PngFigure(figsize=(13, 3.4), dpi=72, layout="constrained")
+        axes = fig.subplots(1, 3)
+        panels = (("clip_frac", "clip fraction per iteration", "linear"),
+                  ("value_loss", "value loss per iteration (log scale)", "log"),
+                  ("kl", "KL to the SFT model per iteration (nats)", "linear"))
+        for ax, (key, title, scale) in zip(axes, panels):
+            for i, (label, hist) in enumerate(self.histories.items()):
+                color = f"C{i}"
+                ax.plot(hist[key], color=color, alpha=0.25, lw=1)
+                ax.plot(smooth(hist[key], window), color=color, lw=2, label=label)
+            ax.set_yscale(scale)
+            ax.set_title(title, fontsize=10)
+            ax.set_xlabel("PPO iteration")
+        axes[0].legend(fontsize=8)
+        return fig
+
+    def table(self):
+        lines = [f"{'run':<22} {'clip fraction':>13} {'value loss':>11} {'KL':>6} {'entropy (nats)':>15}",
+                 f"{'':<22} {'(last third of the iterations)':^32} {'final, exact':>22}"]
+        for label, hist in self.histories.items():
+            lines.append(f"{label:<22} {last_third(hist, 'clip_frac'):13.3f} {last_third(hist, 'value_loss'):11.4f} "
+                         f"{last_third(hist, 'kl'):6.2f} {self.entropy[label]:15.3f}")
+        lines.append(f"{'SFT model':<22} {'':>13} {'':>11} {'':>6} {self.entropy['SFT model']:15.3f}")
+        return "\n".join(lines)
+
+    def display(self):
+        from IPython.display import display
+
+        display(self.figure())
+        print(self.table())

@@ -42,7 +42,7 @@ TABLE = Lab("lab11", tasks=(
           "multiplying by the mask"),
         M("seq_no_mask", (("torch.where(real, tok_logp, torch.zeros_like(tok_logp))", "tok_logp"),), "no mask"),
         M("seq_mean", ((".sum(dim=-1)", ".mean(dim=-1)"),), "the mean over tokens"),
-        M("seq_float_condition", (("real = mask.bool()", "real = mask"),), "mask.bool()"),
+        M("seq_float_condition", (("real = mask.bool()", "real = mask"),), "bool condition"),
         M("seq_keepdim", ((".sum(dim=-1)", ".sum(dim=-1, keepdim=True)"),), "shape"),
         M("seq_in_place", (("torch.where(real, tok_logp, torch.zeros_like(tok_logp))", "tok_logp.masked_fill_(~real, 0.0)"),),
           "must not change its inputs"),
@@ -58,8 +58,8 @@ TABLE = Lab("lab11", tasks=(
         M("swt_ignores_T", (("logits / temperature", "logits"),), "temperature was ignored"),
         M("swt_no_generator", (("generator=generator", "generator=None"),), "generator was not passed"),
         M("swt_fixed_seed", (("generator=generator", "generator=torch.Generator().manual_seed(0)"),), "a fixed seed"),
-        M("swt_no_squeeze", ((".squeeze(-1)", ""),), "squeeze it"),
-        M("swt_greedy_dim0", (("logits.argmax(dim=-1)", "logits.argmax(dim=0)"),), "argmax(dim=-1)"),
+        M("swt_no_squeeze", ((".squeeze(-1)", ""),), "drop that axis"),
+        M("swt_greedy_dim0", (("logits.argmax(dim=-1)", "logits.argmax(dim=0)"),), "the last axis"),
         M("swt_naive_softmax", (("F.softmax(logits / temperature, dim=-1)",
                                  "torch.exp(logits / temperature) / torch.exp(logits / temperature).sum(-1, keepdim=True)"),),
           "overflows"),
@@ -100,6 +100,7 @@ TABLE = Lab("lab11", tasks=(
         M("to_log_z_without_max", (("float(top + np.log(total))", "float(np.log(total))"),), "add the max back"),
         M("to_not_normalized", (("pi_star = weights / total", "pi_star = weights"),), "not normalized"),
         M("to_max_of_rewards", (("top = scores.max()", "top = (rewards / beta).max()"),), "not the largest reward"),
+        M("to_beta_fixed", (("rewards / beta", "rewards / 1.0"),), "beta was not used"),
     ), variants=(
         _v("ok_logaddexp_with_warnings",          # np.log(0) warns: must not cost points
            "    s = np.log(ref_probs) + rewards / beta\n    log_Z = np.logaddexp.reduce(s, axis=None)\n"
@@ -151,12 +152,14 @@ TABLE = Lab("lab11", tasks=(
            "    with np.errstate(", "    with np.errstate("),
     )),
 ), concepts=(
-    Concept("concept_kl_noise", mistakes=(
-        M("cc_noise_inverted", (("return round(41.72 / 3.43, 1)", "return round(3.43 / 41.72, 2)"),), "is not within 15%"),)),
+    Concept("concept_entropy_limit", mistakes=(
+        M("cc_entropy_first_token_only", (("return np.log(n) + (n - 1) / n * np.log(n)", "return np.log(n)"),),
+          "is not within 0.05"),)),
     Concept("concept_kl_limit", mistakes=(
-        M("cc_limit_log2", (("return round(-np.log(0.719), 2)", "return round(np.log(2), 2)"),), "is not within 0.02"),)),
+        M("cc_limit_best_only", (("best_mass = 0.719 + 0.028 + 0.018", "best_mass = 0.719"),), "is not within 0.02"),)),
 ), questions=(
     Question("answer_kl_signs"),
+    Question("answer_kl_sharp"),
     Question("answer_objective_identity"),
     Question("answer_beta_limit"),
 ))

@@ -55,6 +55,7 @@ TABLE = Lab("lab12", tasks=(
         M("rew_in_place", (("rewards = torch.where(mask > 0, -beta * (logp - ref_logp), torch.zeros_like(logp))",
                             "rewards = logp.copy_(torch.where(mask > 0, -beta * (logp - ref_logp), torch.zeros_like(logp)))"),),
           "do not change the inputs in place"),
+        M("rew_beta_fixed", (("-beta * (logp - ref_logp)", "-0.1 * (logp - ref_logp)"),), "beta was not used"),
     ), variants=(
         _v("ok_one_hot",
            "    last = F.one_hot(mask.sum(1).long() - 1, mask.shape[1])\n"
@@ -70,6 +71,9 @@ TABLE = Lab("lab12", tasks=(
         M("gae_forwards", (("reversed(range(T))", "range(T)"),), "runs forwards"),
         M("gae_no_gamma_bootstrap", (("gamma * next_value", "next_value"),), "gamma is missing"),
         M("gae_in_place", (("values = values * mask", "values = values.mul_(mask)"),), "do not change the inputs in place"),
+        M("gae_lam_fixed", (("gamma * lam * next_adv", "gamma * 0.95 * next_adv"),), "lam was not used"),
+        M("gae_gamma_fixed", (("gamma * next_value", "1.0 * next_value"), ("gamma * lam", "1.0 * lam")),
+          "gamma was not used"),
     ), variants=(
         _v("ok_shifted_values",
            "    v = values * mask\n"
@@ -95,6 +99,12 @@ TABLE = Lab("lab12", tasks=(
         M("ppo_inverted_ratio", (("torch.exp(logp - old_logp)", "torch.exp(old_logp - logp)"),), "the ratio is inverted"),
         M("ppo_no_vf_coef", (("loss = policy_loss + vf_coef * value_loss", "loss = policy_loss + value_loss"),),
           "vf_coef is missing"),
+        M("ppo_clip_eps_fixed", (("torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps)", "torch.clamp(ratio, 0.8, 1.2)"),),
+          "clip_eps was not used"),
+        M("ppo_clip_frac_eps_fixed", (("(ratio - 1).abs() > clip_eps", "(ratio - 1).abs() > 0.2"),),
+          "clip_eps was not used in the clip fraction"),
+        M("ppo_vf_coef_fixed", (("loss = policy_loss + vf_coef * value_loss", "loss = policy_loss + 0.5 * value_loss"),),
+          "vf_coef was not used"),
     ), variants=(
         _v("ok_max_of_negatives_explicit_mean",
            "    rho = (logp - old_logp).exp()\n"
@@ -107,8 +117,8 @@ TABLE = Lab("lab12", tasks=(
            "    ratio = torch.exp("),
     )),
 ), concepts=(
-    Concept("concept_ceiling", mistakes=(
-        M("cc_ceiling_blank", (("math.exp(-0.3 * (1 - 0))", "math.exp(-0.3 * (1 - -1))"),), "is not within 0.005"),)),
+    Concept("concept_shift", mistakes=(
+        M("cc_shift_scale", (('unchanged_by_a_shift = {"a", "d"}', 'unchanged_by_a_shift = {"a", "b", "d"}'),), "is not the set"),)),
     Concept("concept_clip", mistakes=(
         M("cc_clip_above", (('past_the_clip = {"a", "d"}', 'past_the_clip = {"a", "c"}'),), "is not the set"),)),
 ), questions=(
@@ -116,4 +126,6 @@ TABLE = Lab("lab12", tasks=(
     Question("answer_exp1_explain"),
     Question("answer_ptx"),
     Question("answer_optimum_hacks"),
+    Question("answer_health"),
+    Question("answer_length"),
 ))
