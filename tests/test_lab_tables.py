@@ -44,8 +44,8 @@ def test_tables_name_cells_and_never_points():
 POINTS = r"(\d+(?:\.\d+)?) points?"
 TASK_HEADING = re.compile(r"^#+ Task (\w+) — (.*)$", re.M)
 CONCEPT = re.compile(r"Concept check ([A-Z]) \(" + POINTS + r"\)")
-QUESTION = re.compile(r"Question (\d+) \(written, " + POINTS + r"\)")
-TOTAL = re.compile(r"\*\*Total: " + POINTS + r" \((\d+) for code, (\d+) for writing, (\d+) for concept checks\)")
+QUESTION = re.compile(r"Question (\d+[a-z]?) \(written, " + POINTS + r"\)")
+TOTAL = re.compile(r"\*\*Total: " + POINTS + r" \((\d+) for code, (\d+) for (?:writing|written analysis), (\d+) for concept checks\)")
 
 
 def _numbers(text):
@@ -76,7 +76,8 @@ def stated_points(lab, cells):
     if {ord(a) - ord("A") for a, _ in CONCEPT.findall(text)} != set(range(len(concepts))):
         wrong.append(f"the text states the points of concept checks {sorted(set(CONCEPT.findall(text)))}, "
                      f"the metadata has {len(concepts)}")
-    if {int(n) - 1 for n, _ in QUESTION.findall(text)} != set(range(len(questions))):
+    numbers = list(dict.fromkeys(n for n, _ in QUESTION.findall(text)))     # "1", "1b", "2", ... in order
+    if len(numbers) != len(questions):
         wrong.append(f"the text states the points of questions {sorted(set(QUESTION.findall(text)))}, "
                      f"the metadata has {len(questions)}")
     for letter, p in CONCEPT.findall(text):
@@ -84,7 +85,7 @@ def stated_points(lab, cells):
         if k >= len(concepts) or float(p) != concepts[k]:
             wrong.append(f"Concept check {letter} states {p} points, the metadata {concepts[k:k + 1]}")
     for number, p in QUESTION.findall(text):
-        k = int(number) - 1
+        k = numbers.index(number)
         if k >= len(questions) or float(p) != questions[k]:
             wrong.append(f"Question {number} states {p} points, the metadata {questions[k:k + 1]}")
     intro = cells[0].source
