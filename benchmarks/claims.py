@@ -77,6 +77,18 @@ CLAIMS = (
     C("lab11", r"$k_3$ unbiased and quiet near $\pi_{\text{ref}}$ (Task 3)",
       "lab11.kl_estimators.unbiased", "lab11.kl_estimators.k3_quiet"),
     # ------------------------------------------------------------------ Lab 12
+    C("lab12", "It was trained by supervised fine-tuning (SFT) on sloppy demonstrations, so it is often right, sometimes "
+      "wrong, and sometimes answers nothing at all.", T + "test_sft_is_right_about_three_times_in_four"),
+    C("lab12", "Almost all that these rankings can teach a digit-counting model is \"an answer beats a blank\", and "
+      "counting digits knows that already.", "lab12.reward_model.as_counting"),
+    C("lab12", "With nothing holding it near the SFT model, PPO does exactly what it is told: it maximizes the reward "
+      "model's score.", "lab12.kl_penalty.hack"),
+    C("lab12", "Reason: `DigitRM` is linear in the digit counts with every weight positive", "lab12.reward_model.sign"),
+    C("lab12", "Once blanks are gone, the only way left to raise the RM score is to add digits, which the labeler does "
+      "not want: gold falls.", "lab12.kl_penalty.hack", "lab12.hack.spams_heaviest"),
+    C("lab12", "What keeps a policy away is the KL penalty: with a larger $\\beta$, $e^{r/\\beta}$ is gentle and $\\pi^*$ "
+      "stays close to $\\pi_{\\text{ref}}$, where the reward model was fitted and is right.",
+      "beyond.optima.optimum_hacks", "lab12.improves.improves"),
     C("lab12", "Without a KL penalty the policy *hacks* the reward model: the reward model's score goes up while "
       "the labeler's goes down.", "lab12.kl_penalty.hack"),
     C("lab12", "stop it with a KL penalty and with PPO-ptx, set the KL budget instead of $\\beta$ with an adaptive KL "
