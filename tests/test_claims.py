@@ -144,7 +144,7 @@ def test_k1_gradient_has_mean_zero():
     ref = torch.log_softmax(torch.tensor([0.0, 1.0, 0.0, -2.0]), 0)
     logp = torch.log_softmax(logits, 0)
     k1 = logp - ref
-    g, = torch.autograd.grad((logp.exp().detach() * k1).sum(), logits)      # E_{y ~ pi}[grad k1(y)]
+    g, = torch.autograd.grad((logp.exp().detach() * k1).sum(), logits, retain_graph=True)   # E_{y ~ pi}[grad k1(y)]
     assert torch.allclose(g, torch.zeros(4), atol=1e-6)
     g_kl, = torch.autograd.grad((logp.exp() * (logp - ref)).sum(), logits)
     assert g_kl.abs().max() > 0.05, "the KL itself has a gradient: k1 in a loss does not follow it"
