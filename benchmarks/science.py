@@ -9,8 +9,12 @@ controls*: the same figure after the smallest change that removes what the crite
 controller switched off, the rankings shuffled, the KL penalty removed, ...). A criterion is worth
 something only if its controls fail it, so the script checks both:
 
+    claims: K/N backed                                      (benchmarks/claims.py: every sentence, its figure)
     controls: K/N criteria fail their negative control      (every control, every seed)
     science: K/5 seeds meet every criterion                 (exit 1 unless K >= 4 and every control fails)
+
+The claims line comes first too, before the run: there it counts the ledger's quotes found in their
+notebooks with every backing named; at the end, the claims whose criteria this run met.
 
 Experiments live in modules listed in MODULES, each exposing ``EXPERIMENTS`` (a list of
 ``Experiment``); a new module joins the table with one line there. Every seed runs all experiments in
@@ -205,7 +209,7 @@ def markdown(path=RESULTS):
                     f"{sum(c['met'])}/{n} |") if first else "| | | | |"
             lines.append(f"{left} {label} | {span(fmt, control['values'])} | {sum(control['fails'])}/{n} |")
             first = False
-    lines += ["", f"`{data['summary'][0]}`  ", f"`{data['summary'][1]}`"]
+    lines += [""] + [f"`{line}`  " for line in data["summary"][:-1]] + [f"`{data['summary'][-1]}`"]
     return "\n".join(lines)
 
 
@@ -218,10 +222,12 @@ def main(argv=None):
     parser.add_argument("--smoke", action="store_true", help="only the experiments of the smoke test")
     parser.add_argument("--markdown", action="store_true", help="print the README table from results/science.json")
     args = parser.parse_args(argv)
+    import claims                         # the ledger of the notebooks' sentences (it reads this module's criteria)
     if args.markdown:
         print(markdown())
         return 0
 
+    print(claims.summary_line())          # before the run: every quote in its notebook, every backing named
     exps = [e for e in experiments(args.only) if e.smoke or not args.smoke]
     names = [e.name for e in exps]
     seeds = list(range(args.seeds))
@@ -239,6 +245,8 @@ def main(argv=None):
     out = RESULTS if full else HERE.parent / "artifacts" / "science.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     lines, ok = summary(verdicts, len(seeds))
+    claim_line, claims_ok = claims.summary_line(verdicts, n_seeds=len(seeds), with_ok=True)
+    lines, ok = [claim_line] + lines, ok and (claims_ok or not full)
     out.write_text(json.dumps({"seeds": seeds, "jobs": args.jobs, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
                                "load": load, "summary": lines, "criteria": [v.as_dict() for v in verdicts],
                                "results": results}, indent=1) + "\n")

@@ -1,26 +1,31 @@
 """The claims of notebooks/beyond_ppo.ipynb as science experiments (see science.py): DPO and GRPO from
 Lab 12's world of each seed (course_staff.beyond.methods.make_world), judged exactly on the response tree.
 
-dpo    DPO sees no reward model, so it cannot hack one: at beta 0.05, where PPO hacks the RM, DPO's
-       gold score beats both PPO's and the SFT model's. Control: the same rankings reversed.
+dpo    Methods are compared at matched KL, on the gold-vs-KL frontier of a PPO beta sweep, not at the
+       same nominal beta (at beta 0.05 DPO moves about 0.7 nats from the SFT model, PPO about 10):
+       DPO at beta 0.05 lies on PPO's frontier (|its gold - PPO's gold at DPO's KL| small). Control:
+       PPO at the same nominal beta (KL not matched), where PPO hacks the RM.
        DPO overfits the rankings: its gold score falls from the first epoch to the fourth, while the
        implicit reward's accuracy on held-out pairs stays put. Controls: as many Adam steps in one
        pass over four times as many rankings (no pair seen twice); a noise-free labeler, whose
        held-out pairs do see the fall.
-grpo   Shao et al.'s GRPO (k3 in the loss) drifts far from the optimum pi*_RM of its own beta, where
-       PPO gets within hundredths of a nat; with the KL in the reward instead (as PPO has it) GRPO
-       gets as close as PPO, without a critic. Each variant is the other's control.
+grpo   What makes GRPO (Shao et al.: k3 in the loss) drift far from the optimum pi*_RM of its beta, by
+       a 2 x 2 ablation, each cell over the seeds: where the KL goes (k3 in the loss, or PPO's KL in
+       the reward) x whether beta's term is on the score's scale (divided by the group's std with the
+       score) or not. With beta's term off the score's scale GRPO drifts whichever the placement;
+       GRPO lands near pi*_RM only with the KL in the reward *and* on the score's scale.
 budget GRPO's 80 iterations cost about the CPU time of PPO's 120 (within 20%). Control: GRPO for
        PPO's 120 iterations.
 
     run_dpo(seed), run_grpo(seed), run_budget(seed) -> {measurement: float};  EXPERIMENTS for science.py
 
 It joins science.py's table with "science_beyond" in science.MODULES (Criterion and Experiment are
-science.py's). A seed costs about 90 s of CPU: DPO 50, GRPO 25, budget 15.
+science.py's). A seed costs about 180 s of CPU: DPO and the PPO sweep 110, GRPO 50, budget 15.
 """
 
 import dataclasses
 import functools
+import math
 import statistics
 
 from course_staff.beyond.experiment import Referee
@@ -32,6 +37,10 @@ from science import Criterion, Experiment
 
 HACK_BETA = 0.05          # PPO hacks the RM here (Lab 12)
 BETA = 0.1                # Lab 12's default beta
+SWEEP = (0.05, 0.06, 0.07, 0.08, 0.1, 0.2)    # PPO's frontier: KL from about 10 nats down to 0.2
+GRPO_CELLS = {(kl_in, scaled): f"grpo_{kl_in}_{'scaled' if scaled else 'unscaled'}"
+              for kl_in in ("loss", "reward") for scaled in (False, True)}
+ARGMAX_BETA = 0.001       # Lab 12's stand-in for beta = 0 (the RM's argmax)
 NOISE_FREE_KAPPA = 30.0   # a labeler that (almost) never errs: sigmoid(30) = 1 - 1e-13
 
 
@@ -54,25 +63,48 @@ def _gold(referee, policy, beta):
     return referee.judge(policy, beta)["rm"]["gold"]
 
 
-def reversed_rankings(data):
-    """The same responses, every ranking reversed: the labeler's preferences turned upside down."""
-    return [dict(d, ranking=d["ranking"][::-1]) for d in data]
-
-
 def _dpo(w, referee, beta, **cfg):
     """One DPO run's history, with the exact gold score at each evaluation in history["after"]."""
     return train_dpo(w, DPOConfig(beta=beta, seed=w.seed, **cfg), after=lambda p: _gold(referee, p, beta))[1]
+
+
+@functools.lru_cache(maxsize=8)
+def ppo_policy(seed, beta):
+    """Lab 12's PPO at beta from the seed's world (cached)."""
+    return train_ppo(world(seed)[0], beta)[0]
+
+
+def ppo_figures(seed, beta, judged_at=None):
+    """Exact figures ({"gold", "kl", "kl_to_opt", ...}, against pi*_RM of ``judged_at``, by default beta)
+    of Lab 12's PPO trained at beta."""
+    return world(seed)[1].judge(ppo_policy(seed, beta), judged_at or beta)["rm"]
+
+
+def frontier_gold(points, kl):
+    """PPO's gold at this KL, linear in log KL between the two sweep points around it.
+
+    points: [(kl, gold)] of the sweep. NaN outside the sweep's range (no extrapolation)."""
+    points = sorted(points)
+    for (k0, g0), (k1, g1) in zip(points, points[1:]):
+        if k0 <= kl <= k1:
+            t = (math.log(kl) - math.log(k0)) / (math.log(k1) - math.log(k0))
+            return g0 + t * (g1 - g0)
+    return float("nan")
 
 
 # ----------------------------------------------------------------------------- DPO
 @_on_one_thread
 def run_dpo(seed):
     w, referee = world(seed)
-    out = {"sft_gold": _gold(referee, referee.ref, HACK_BETA),
-           "ppo_gold_005": _gold(referee, train_ppo(w, HACK_BETA)[0], HACK_BETA)}
-    for name, data in (("", w.train_data), ("_reversed", reversed_rankings(w.train_data))):
-        out[f"dpo_gold_005{name}"] = _dpo(dataclasses.replace(w, train_data=data), referee, HACK_BETA)["after"][-1]
-        out[f"dpo_lead_005{name}"] = out[f"dpo_gold_005{name}"] - max(out["sft_gold"], out["ppo_gold_005"])
+    sweep = {beta: ppo_figures(seed, beta) for beta in SWEEP}
+    dpo = referee.judge(train_dpo(w, DPOConfig(beta=HACK_BETA, seed=w.seed))[0], HACK_BETA)["rm"]
+    matched = frontier_gold([(f["kl"], f["gold"]) for f in sweep.values()], dpo["kl"])
+    out = {"sft_gold": _gold(referee, referee.ref, HACK_BETA), "dpo_gold_005": dpo["gold"], "dpo_kl_005": dpo["kl"],
+           "ppo_gold_005": sweep[HACK_BETA]["gold"], "ppo_kl_005": sweep[HACK_BETA]["kl"],
+           "ppo_gold_at_dpo_kl": matched,
+           "dpo_off_frontier": abs(dpo["gold"] - matched),
+           "dpo_off_ppo_same_beta": abs(dpo["gold"] - sweep[HACK_BETA]["gold"])}
+    out.update({f"ppo_{k}_{beta:g}": f[k] for beta, f in sweep.items() for k in ("gold", "kl")})
 
     hist = _dpo(w, referee, BETA)
     gold, held = hist["after"], hist["held_acc"]
@@ -98,12 +130,30 @@ def run_dpo(seed):
 @_on_one_thread
 def run_grpo(seed):
     w, referee = world(seed)
-    policy, _ = train_ppo(w, BETA)
-    out = {"ppo_kl_to_opt": referee.judge(policy, BETA)["rm"]["kl_to_opt"]}
-    for name, kl_in in (("k3", "loss"), ("reward", "reward")):
-        policy, _ = train_grpo(w, GRPOConfig(beta=BETA, kl_in=kl_in, seed=seed))
+    out = {"ppo_kl_to_opt": ppo_figures(seed, BETA)["kl_to_opt"]}
+    for (kl_in, scaled), name in GRPO_CELLS.items():
+        policy, _ = train_grpo(w, GRPOConfig(beta=BETA, kl_in=kl_in, kl_scaled=scaled, seed=seed))
         figures = referee.judge(policy, BETA)["rm"]
-        out.update({f"grpo_{name}_kl_to_opt": figures["kl_to_opt"], f"grpo_{name}_gold": figures["gold"]})
+        out.update({f"{name}_kl_to_opt": figures["kl_to_opt"], f"{name}_gold": figures["gold"], f"{name}_kl": figures["kl"]})
+    # beta's term off the score's scale: the smaller drift of the two placements decides
+    out["unscaled_kl_to_opt"] = min(out["grpo_loss_unscaled_kl_to_opt"], out["grpo_reward_unscaled_kl_to_opt"])
+    return out
+
+
+# ----------------------------------------------------------------------------- the optima
+@_on_one_thread
+def run_optima(seed):
+    w, referee = world(seed)
+    sft = _gold(referee, referee.ref, HACK_BETA)
+    out = {"sft_gold": sft, "ppo_kl_to_opt": ppo_figures(seed, BETA)["kl_to_opt"],
+           "ppo_other_beta_kl_to_opt": ppo_figures(seed, HACK_BETA, judged_at=BETA)["kl_to_opt"],
+           "sft_kl_to_opt": referee.judge(referee.ref, BETA)["rm"]["kl_to_opt"]}
+    for beta in (ARGMAX_BETA, HACK_BETA, BETA):
+        for name in ("rm", "gold"):
+            out[f"opt_{name}_gold_{beta:g}"] = _gold(referee, referee.optimum(name, beta).logp, beta)
+        out[f"opt_rm_below_sft_{beta:g}"] = sft - out[f"opt_rm_gold_{beta:g}"]
+    # Lab 12's Experiment 8: at beta 0 (computed at 0.001) and 0.05 the optimum hacks; the smaller fall decides
+    out["opt_rm_below_sft_small"] = min(out[f"opt_rm_below_sft_{ARGMAX_BETA:g}"], out[f"opt_rm_below_sft_{HACK_BETA:g}"])
     return out
 
 
@@ -125,19 +175,43 @@ def run_budget(seed, reps=3, ppo_iters=30):
 
 
 DPO = Experiment("beyond.dpo", run_dpo, criteria=(
-    Criterion("no_hack", "DPO's gold - max(SFT's, PPO's) at beta 0.05 (PPO hacks)", "dpo_lead_005", 0.1,
-              controls=(("rankings reversed", "dpo_lead_005_reversed"),)),
+    # measured on seed 0: 0.005 (DPO 0.78 at KL 0.67; PPO's sweep 0.77 there); threshold 0.1
+    Criterion("on_frontier", f"|DPO's gold - PPO's gold at DPO's KL| (beta {HACK_BETA:g})", "dpo_off_frontier", 0.1,
+              above=False, controls=((f"PPO at the same nominal beta {HACK_BETA:g} (KL not matched)",
+                                      "dpo_off_ppo_same_beta"),)),
     Criterion("overfit", "DPO's gold, epoch 1 - epoch 4 (beta 0.1)", "dpo_fall", 0.05,
               controls=(("as many steps on 4x fresh rankings", "dpo_fall_fresh"),)),
-    Criterion("blind", "|held-out pair accuracy, epoch 4 - epoch 1|", "held_move", 0.02, above=False,
+    # measured: 0.002-0.006 ("less than a point"); threshold 0.01, a point
+    Criterion("blind", "|held-out pair accuracy, epoch 4 - epoch 1|", "held_move", 0.01, above=False,
               controls=(("noise-free labeler", "held_move_noise_free"),)),
 ))
 
 GRPO = Experiment("beyond.grpo", run_grpo, criteria=(
-    Criterion("k3_drift", "KL(GRPO || pi*_RM), k3 in the loss (beta 0.1)", "grpo_k3_kl_to_opt", 1.0,
-              controls=(("KL in the reward", "grpo_reward_kl_to_opt"),)),
-    Criterion("reward_kl", "KL(GRPO || pi*_RM), KL in the reward (beta 0.1)", "grpo_reward_kl_to_opt", 0.1,
-              above=False, controls=(("k3 in the loss (Shao et al.)", "grpo_k3_kl_to_opt"),)),
+    # measured on seed 0: k3 in the loss 17 nats, KL in the reward 24 (unscaled); scaled 0.78 and 0.02.
+    # threshold 3 nats: a fifth of the unscaled band's bottom, four times the scaled cells' top
+    Criterion("unscaled_drifts", "beta's term off the score's scale: min over placements of KL(GRPO || pi*_RM)",
+              "unscaled_kl_to_opt", 3.0,
+              controls=(("on the score's scale, k3 in the loss", "grpo_loss_scaled_kl_to_opt"),
+                        ("on the score's scale, KL in the reward", "grpo_reward_scaled_kl_to_opt"))),
+    # measured: 0.02-0.05 over 5 seeds (the scaled KL in the reward); threshold 0.2
+    Criterion("reward_scaled_lands", "KL in the reward, on the score's scale: KL(GRPO || pi*_RM)",
+              "grpo_reward_scaled_kl_to_opt", 0.2, above=False,
+              controls=(("KL in the reward, off the score's scale", "grpo_reward_unscaled_kl_to_opt"),
+                        ("k3 in the loss, on the score's scale", "grpo_loss_scaled_kl_to_opt"))),
+))
+
+OPTIMA = Experiment("beyond.optima", run_optima, criteria=(
+    # exact: the labeler's optimum 1.00 on seed 0, the RM's -0.62; threshold 0.95
+    Criterion("reward_limits", f"gold of the labeler's optimum pi*_lab (beta {HACK_BETA:g})", f"opt_gold_gold_{HACK_BETA:g}",
+              0.95, controls=(("the RM's optimum pi*_RM, same beta", f"opt_rm_gold_{HACK_BETA:g}"),), fmt="{:+.2f}"),
+    # exact: SFT +0.52, pi*_RM -0.62 on seed 0 (a fall of 1.15); threshold 0.5
+    Criterion("optimum_hacks", f"min over beta {ARGMAX_BETA:g}, {HACK_BETA:g} of SFT gold - gold of pi*_RM",
+              "opt_rm_below_sft_small", 0.5,
+              controls=((f"beta {BETA:g}", f"opt_rm_below_sft_{BETA:g}"),), fmt="{:+.2f}"),
+    # measured on seed 0: 0.11 on this machine, 0.03 in the cache (machines differ in the last bits, and
+    # PPO's sampling amplifies them); threshold 0.25
+    Criterion("ppo_near_opt", f"KL(PPO || pi*_RM of its beta {BETA:g})", "ppo_kl_to_opt", 0.25, above=False,
+              controls=((f"PPO trained at beta {HACK_BETA:g}, against the same pi*_RM", "ppo_other_beta_kl_to_opt"),)),
 ))
 
 BUDGET = Experiment("beyond.budget", run_budget, criteria=(
@@ -145,4 +219,4 @@ BUDGET = Experiment("beyond.budget", run_budget, criteria=(
               controls=(("GRPO for PPO's 120 iterations", "budget_mismatch_same_iters"),)),
 ))
 
-EXPERIMENTS = [DPO, GRPO, BUDGET]
+EXPERIMENTS = [OPTIMA, DPO, GRPO, BUDGET]

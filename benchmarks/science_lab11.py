@@ -30,6 +30,7 @@ NEAR = (0.9, 1.1)                 # temperatures of the nearby policies (KL abou
 FAR = 0.4                         # a sharpened far policy (KL about 0.19)
 GRID = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3)    # where k3's spread overtakes k1's, for the record
 MAX_Z = 4.0                       # |bias| / standard error below which an estimator counts as unbiased
+SPREAD_MAX = 0.35                 # "quiet": std at most this share of k1's (measured 0.15-0.21 near, >= 0.8 far)
 OPT_PROMPTS = ("7+5=", "3+4=")
 OPT_BETAS = (0.03, 0.1, 0.3, 1.0, 3.0)
 N_RANDOM = 200                    # random policies of each kind, per prompt and beta
@@ -79,8 +80,8 @@ def run_kl_estimators(seed):
         "unbiased_z_from_ref": max(abs(s[k][0]) for s in near_from_ref for k in ("k1", "k3")),
         "k2_bias_z": min(abs(s["k2"][0]) for s in near),
         "k1_bias_z": min(abs(s["k1"][0]) for s in near),
-        "k1_largest_spread": min(s["k1"][1] / max(s["k2"][1], s["k3"][1]) for s in near),
-        "k1_largest_spread_far": far["k1"][1] / max(far["k2"][1], far["k3"][1]),
+        "k2_spread_near": max(s["k2"][1] / s["k1"][1] for s in near),
+        "k2_spread_far": far["k2"][1] / far["k1"][1],
         "k3_spread_near": max(spread(s) for s in near),
         "k3_spread_far": spread(far),
         "k3_overtaken_below_T": max(overtaken) if overtaken else float("nan"),
@@ -92,12 +93,12 @@ KL_ESTIMATORS = Experiment("lab11.kl_estimators", run_kl_estimators, smoke=True,
               controls=(("the draws come from pi_ref, not pi", "unbiased_z_from_ref"),), fmt="{:.1f}"),
     Criterion("k2_biased", "near: |bias| / its stderr of k2", "k2_bias_z", MAX_Z,
               controls=(("k1 on the same draws", "k1_bias_z"),), fmt="{:.1f}"),
-    Criterion("k1_noisiest", "near: k1's std / max(k2's, k3's)", "k1_largest_spread", 2.0,
-              controls=((f"a far policy (T = {FAR})", "k1_largest_spread_far"),), fmt="{:.2f}"),
-    Criterion("k3_quiet", "near: k3's std / k1's", "k3_spread_near", 0.5, above=False,
+    # measured band over 5 seeds: k2's spread 0.17-0.19 of k1's, k3's 0.15-0.21 of k1's, near; far (T = 0.4)
+    # k2's 0.8, k3's 5 and more. Threshold 0.35: the band's top plus a margin of 0.14 (two thirds of it)
+    Criterion("k2_quiet", "near: k2's std / k1's", "k2_spread_near", SPREAD_MAX, above=False,
+              controls=((f"a far policy (T = {FAR})", "k2_spread_far"),), fmt="{:.2f}"),
+    Criterion("k3_quiet", "near: k3's std / k1's", "k3_spread_near", SPREAD_MAX, above=False,
               controls=((f"a far policy (T = {FAR})", "k3_spread_far"),), fmt="{:.2f}"),
-    Criterion("k3_ends", "far: k3's std / k1's", "k3_spread_far", 1.0,
-              controls=((f"nearby policies (T = {NEAR[0]:g}, {NEAR[1]:g})", "k3_spread_near"),), fmt="{:.2f}"),
 ))
 
 

@@ -7,35 +7,46 @@ held-out evaluation of N_EVAL SFT samples ("start"). ``ppo(seed, **changes)`` is
 ``RLHFConfig(seed=seed, **changes)`` (120 iterations x 64 prompts), summarised by the mean of its
 last 10 iterations ("end"); runs are cached, so experiments that share a run train it once.
 
-reward_model   what fitting adds: agreement with the noise-free gold order, accuracy near the noise
-               ceiling. Controls: the initial weights (all 0) and a fit on shuffled rankings.
-               (A model that only counts digits, every weight 1, does as well on both: recorded as
-               ``*_counting``; what the fit adds beyond it are the per-digit weights.)
-kl_penalty     beta = 0 hacks the proxy (RM up, gold down); the default beta keeps gold, at a small KL.
-controller     the adaptive controller reaches targets that the fixed starting beta misses, from
-               below (0.25) and from above (1.0), moving beta the right way.
-ptx            PPO-ptx keeps the SFT model's accuracy at a beta (0.05) where plain PPO loses it.
+reward_model   what the fit learns from the rankings: every digit weight positive (the sign), the gold
+               order as well as counting digits does and no better (a linear digit-count RM can do no
+               better than counting on this labeler), accuracy near the noise ceiling. Control: the same
+               fit on shuffled rankings (the preferences removed, the responses kept).
+kl_penalty     beta = 0 hacks the proxy (RM up, gold down), the default beta does not; at the default
+               beta gold improves on the SFT model, which PPO on an RM fit to shuffled rankings does not;
+               the default beta's KL is small, beta = 0's is not.
+controller     the adaptive controller started from two betas an order of magnitude apart (0.03, 0.3)
+               reaches the same target KL; the control is train_rlhf with the controller's update sign
+               flipped (one line of its source), from the same two starts.
+ptx            PPO-ptx keeps the SFT model's accuracy *and* gains RM score at a beta (0.05) where plain
+               PPO (ptx off) loses the accuracy.
+
+Thresholds sit at the measured band over 5 seeds plus a stated margin (see each criterion).
 """
 
 import dataclasses
 import functools
+import math
 import random
 
 import torch
 
-from course_staff.solutions import load_lab
+from course_staff.solutions import lab_cells, load_lab
 from course_utils.evaluation import METRICS, RESPONSE_METRICS, gold_order_agreement, response_metrics
 from course_utils.reward_model import DigitRM, digit_counts
-from course_utils.tinylm import make_batch, sample
+from course_utils.tinylm import TOKENS, encode_prompts, make_batch, sample, sequence_logprobs
 from course_utils.world import N_OFFSET, Seeds, make_world
 
 from science import Criterion, Experiment
 
 N_EVAL = N_OFFSET         # SFT samples for the "start" figures, as many as for the RM offset
 LAST = 10                 # "end" = mean of the last LAST iterations
-TARGETS = (0.25, 1.0)     # controller targets below and above the KL that beta 0.1 settles at (0.34-0.56)
+TARGET = 0.5              # the controller's target KL (Lab 12's Experiment 3)
+STARTS = (0.03, 0.3)      # its starting betas, an order of magnitude apart, below and above the one it finds
+CONTROLLER_LINE = "beta = beta * (1 + 0.1 * e)"        # the controller's update in the given train_rlhf
 PTX_BETA = 0.05           # the beta at which PPO-ptx and plain PPO are compared (Lab 12's Experiment 4)
 PTX_COEF = 1.0
+EARLY = 40                # "first": the gold score's peak over the first EARLY iterations (5-iteration average)
+N_SHARE = 256             # samples of a final policy for its digit shares
 
 
 @functools.lru_cache(maxsize=1)
@@ -76,20 +87,66 @@ def science_seeds(s):
     return Seeds(rankings=s, held_out=1000 + s, reward_model=s, offset=2000 + s)
 
 
-def ppo(seed, **changes):
+def ppo(seed, rm="fit", controller="as given", **changes):
     """The end figures of one train_rlhf run with RLHFConfig(seed=seed, **changes) (cached), plus
-    ``kl_last_third`` (mean KL over the last third of the iterations) and ``beta_end``."""
-    return _ppo(seed, tuple(sorted(changes.items())))
+    ``kl_last_third`` (mean KL over the last third of the iterations) and ``beta_end``.
+
+    rm: "fit" (the seed's reward model) or "shuffled" (the same fit on shuffled rankings);
+    controller: "as given" or "sign flipped" (train_rlhf with the controller's update reversed)."""
+    return _ppo(seed, rm, controller, tuple(sorted(changes.items())))
 
 
-@functools.lru_cache(maxsize=16)
-def _ppo(seed, changes):
+def flipped_source():
+    """(the source of Lab 12's given train_rlhf cell, the same with the controller's update reversed)."""
+    source = [src for _, src in lab_cells("lab12") if "def train_rlhf" in src][0]
+    assert source.count(CONTROLLER_LINE) == 1, f"train_rlhf's controller update is no longer {CONTROLLER_LINE!r}"
+    return source, source.replace(CONTROLLER_LINE, CONTROLLER_LINE.replace("(1 + ", "(1 - "))
+
+
+def flipped_train_rlhf():
+    """Lab 12's train_rlhf with one line changed: the controller moves beta the wrong way,
+    beta * (1 - 0.1 e), so it lowers beta while the KL is above target and raises it below."""
+    ns = dict(lab())
+    exec(flipped_source()[1], ns)
+    return ns["train_rlhf"]
+
+
+@functools.lru_cache(maxsize=32)
+def _ppo(seed, rm, controller, changes):
     w = world(seed)
     cfg = lab()["RLHFConfig"](seed=seed, **dict(changes))
-    _, hist = lab()["train_rlhf"](w.sft, w.rm, w.rm_offset, cfg)
+    train = lab()["train_rlhf"] if controller == "as given" else flipped_train_rlhf()
+    rms = {"fit": w.rm, "shuffled": shuffled_rm(seed), "swapped": swapped_rm(seed)}
+    policy, hist = train(w.sft, rms[rm], w.rm_offset, cfg)
     third = len(hist["kl"]) // 3
     end = {k: sum(hist[k][-LAST:]) / LAST for k in METRICS}
-    return dict(end, kl_last_third=sum(hist["kl"][-third:]) / third, beta_start=cfg.beta, beta_end=hist["beta"][-1])
+    early = [sum(hist["gold"][i:i + 5]) / 5 for i in range(EARLY - 4)]        # 5-iteration moving average
+    return dict(end, kl_last_third=sum(hist["kl"][-third:]) / third, beta_start=cfg.beta, beta_end=hist["beta"][-1],
+                early_gold_peak=max(early), heaviest_share=digit_share(policy, heaviest_digit(w.rm), seed))
+
+
+def heaviest_digit(rm):
+    return int(rm.w.argmax())
+
+
+@torch.no_grad()
+def digit_share(policy, digit, seed, n=N_SHARE):
+    """The share of ``digit`` among the digits of n samples of ``policy`` (fresh prompts)."""
+    prompts, _ = make_batch(n, random.Random(4000 + seed))
+    counts = digit_counts(sample(policy, prompts, generator=torch.Generator().manual_seed(4000 + seed))).sum(0)
+    return (counts[digit] / counts.sum().clamp(min=1)).item()
+
+
+@torch.no_grad()
+def collapse_kl(sft, digit):
+    """-log pi_ref(four copies of ``digit``, no <eos> | x), averaged over the 100 prompts: the KL of a
+    policy that answers every prompt with that response, the most a PPO run can reach by collapsing
+    onto it (KL(delta_y || pi_ref) = -log pi_ref(y))."""
+    prompts = [f"{a}+{b}=" for a in range(10) for b in range(10)]
+    ids, prompt_len = encode_prompts(prompts)
+    tokens = torch.full((len(prompts), 4), TOKENS.index(str(digit)), dtype=ids.dtype)
+    out = {"ids": torch.cat([ids, tokens], 1), "prompt_len": prompt_len, "mask": torch.ones(len(prompts), 4)}
+    return -sequence_logprobs(sft, out).sum(1).mean().item()
 
 
 def default_beta():
@@ -103,29 +160,65 @@ def shuffled(data, seed):
     return [dict(d, ranking=rng.sample(d["ranking"], len(d["ranking"]))) for d in data]
 
 
+@functools.lru_cache(maxsize=1)
+def shuffled_rm(seed):
+    """The notebook's train_reward_model on the seed's rankings shuffled (cached)."""
+    return lab()["train_reward_model"](shuffled(world(seed).train, seed), seed=seed)
+
+
+@functools.lru_cache(maxsize=1)
+def swapped_rm(seed):
+    """The seed's fitted RM with its heaviest and its lightest digit weights swapped."""
+    rm = DigitRM()
+    w = world(seed).rm.w.detach().clone()
+    hi, lo = int(w.argmax()), int(w.argmin())
+    w[hi], w[lo] = w[lo].item(), w[hi].item()
+    with torch.no_grad():
+        rm.w.copy_(w)
+    return rm
+
+
+def counting_rm():
+    """A DigitRM that only counts digits: every weight 1 (the sign assumed, nothing learned)."""
+    rm = DigitRM()
+    with torch.no_grad():
+        rm.w.fill_(1.0)
+    return rm
+
+
 def run_reward_model(seed):
     w = world(seed)
-    counting = DigitRM()
-    with torch.no_grad():
-        counting.w.fill_(1.0)
-    models = {"fit": w.rm, "init": DigitRM(), "shuffled": lab()["train_reward_model"](shuffled(w.train, seed), seed=seed),
-              "counting": counting}
     out = {}
-    for name, rm in models.items():
+    for name, rm in {"fit": w.rm, "shuffled": shuffled_rm(seed), "counting": counting_rm()}.items():
         acc, ceiling = lab()["rm_accuracy"](rm, w.held_out)
         out[f"gap_{name}"] = ceiling - acc
         out[f"agreement_{name}"], _ = gold_order_agreement(rm, *lab()["comparisons"](w.held_out))
+        out[f"min_weight_{name}"] = rm.w.min().item()
+    for name in ("fit", "shuffled"):            # ordering pairs like counting: the larger difference decides
+        out[f"as_counting_{name}"] = max(abs(out[f"agreement_{name}"] - out["agreement_counting"]),
+                                         abs(out[f"gap_{name}"] - out["gap_counting"]))
     out["accuracy_fit"], out["ceiling"] = lab()["rm_accuracy"](w.rm, w.held_out)
+    out["accuracy_counting"] = out["ceiling"] - out["gap_counting"]
     out.update({f"w{d}": x for d, x in enumerate(w.rm.w.tolist())})
+    out["heaviest_digit"] = float(w.rm.w.argmax())
     return out
 
 
+SHUFFLED = ("fit on shuffled rankings", "{}_shuffled")
 REWARD_MODEL = Experiment("lab12.reward_model", run_reward_model, smoke=True, criteria=(
-    Criterion("gold_order", "agreement with the noise-free gold order", "agreement_fit", 0.8,
-              controls=(("initial weights (all 0)", "agreement_init"),
-                        ("fit on shuffled rankings", "agreement_shuffled"))),
+    # measured: 0.24-0.28 (the fit's lightest digit); threshold 0.1, the band's bottom minus 0.14
+    Criterion("sign", "the fit's smallest digit weight (every digit positive)", "min_weight_fit", 0.1,
+              controls=((SHUFFLED[0], "min_weight_shuffled"),)),
+    # measured: agreement the fit 0.876-0.896, counting 0.883-0.897; accuracy 0.542-0.547 and 0.543-0.546;
+    # each difference <= 0.008; threshold 0.02
+    Criterion("as_counting", "max |fit - counting digits| of held-out accuracy, gold-order agreement",
+              "as_counting_fit", 0.02, above=False, controls=((SHUFFLED[0], "as_counting_shuffled"),)),
+    # measured: 0.876-0.896 ("about nine pairs in ten"); threshold 0.85, the band's bottom minus 0.026
+    Criterion("gold_order", "agreement with the noise-free gold order", "agreement_fit", 0.85,
+              controls=((SHUFFLED[0], "agreement_shuffled"),)),
+    # measured: 0.005-0.011 ("about a point"); threshold 0.02, the band's top plus 0.009
     Criterion("ceiling", "noise ceiling - RM held-out accuracy", "gap_fit", 0.02, above=False,
-              controls=(("initial weights (all 0)", "gap_init"), ("fit on shuffled rankings", "gap_shuffled"))),
+              controls=((SHUFFLED[0], "gap_shuffled"),)),
 ))
 
 
@@ -133,66 +226,113 @@ REWARD_MODEL = Experiment("lab12.reward_model", run_reward_model, smoke=True, cr
 def run_kl_penalty(seed):
     start = world(seed).start
     out = {f"start_{k}": start[k] for k in METRICS}
-    for name, beta in (("beta0", 0.0), ("default", default_beta())):
-        end = ppo(seed, beta=beta)
+    for name, end in (("beta0", ppo(seed, beta=0.0)), ("default", ppo(seed, beta=default_beta())),
+                      ("beta_ptx", ppo(seed, beta=PTX_BETA))):
         out.update({f"{name}_{k}": end[k] for k in METRICS})
         # the hack: the proxy and the labeler disagree; both moves count, the smaller decides
         out[f"{name}_hack"] = min(end["rm"] - start["rm"], start["gold"] - end["gold"])
-        out[f"{name}_gold_change"] = end["gold"] - start["gold"]
     return out
 
 
 KL_PENALTY = Experiment("lab12.kl_penalty", run_kl_penalty, smoke=True, criteria=(
-    Criterion("hack", "beta = 0: min(RM rise, gold fall)", "beta0_hack", 0.3,
+    # measured: beta 0 +1.19..+1.54, the default beta -0.36..-0.27; threshold +0.6, half the band's bottom
+    Criterion("hack", "beta = 0: min(RM rise, gold fall)", "beta0_hack", 0.6,
               controls=(("the default beta (0.1)", "default_hack"),), fmt="{:+.2f}"),
-    Criterion("keeps_gold", "default beta: final gold - SFT gold", "default_gold_change", 0.0,
-              controls=(("beta = 0", "beta0_gold_change"),), fmt="{:+.2f}"),
-    Criterion("small_kl", "default beta: final KL (nats)", "default_kl", 2.0, above=False,
-              controls=(("beta = 0", "beta0_kl"),), fmt="{:.2f}"),
+    # measured: 0.38..0.54 ("about half a nat"); threshold 0.8, the band's top plus half of it
+    Criterion("small_kl", "default beta: final KL (nats)", "default_kl", 0.8, above=False,
+              controls=(("beta = 0", "beta0_kl"), (f"beta = {PTX_BETA:g}", "beta_ptx_kl")), fmt="{:.2f}"),
+))
+
+
+# ----------------------------------------------------------------------------- the hack, step by step
+def run_hack(seed):
+    w = world(seed)
+    start, beta0, default = w.start, ppo(seed, beta=0.0), ppo(seed, beta=default_beta())
+    shuffled0, swapped0 = ppo(seed, rm="shuffled", beta=0.0), ppo(seed, rm="swapped", beta=0.0)
+    bound = collapse_kl(w.sft, heaviest_digit(w.rm))
+    return {"start_gold": start["gold"], "collapse_kl": bound, "heaviest_digit": float(heaviest_digit(w.rm)),
+            "rise": beta0["early_gold_peak"] - start["gold"], "rise_shuffled": shuffled0["early_gold_peak"] - start["gold"],
+            "heaviest_share": beta0["heaviest_share"], "heaviest_share_swapped": swapped0["heaviest_share"],
+            "malformed": beta0["malformed"], "malformed_default": default["malformed"],
+            "plateau": abs(math.log(beta0["kl"] / bound)), "plateau_default": abs(math.log(default["kl"] / bound))}
+
+
+HACK = Experiment("lab12.hack", run_hack, criteria=(
+    # measured on seed 0: +0.20 (the shuffled RM's -0.01); threshold +0.1
+    Criterion("rises_first", f"beta = 0: peak gold in the first {EARLY} iterations - SFT gold", "rise", 0.1,
+              controls=(("the RM fit on shuffled rankings, beta = 0", "rise_shuffled"),), fmt="{:+.2f}"),
+    # measured on seed 0: 0.84 (swapped: 0.00); threshold 0.6
+    Criterion("spams_heaviest", "beta = 0: share of the RM's heaviest digit among the final digits", "heaviest_share", 0.6,
+              controls=(("the RM's heaviest and lightest weights swapped", "heaviest_share_swapped"),), fmt="{:.2f}"),
+    Criterion("all_malformed", "beta = 0: final malformed share", "malformed", 0.95,
+              controls=(("the default beta (0.1)", "malformed_default"),), fmt="{:.2f}"),
+    # measured on seed 0: final KL 33.6, the collapse's 42.6 (|log ratio| 0.24); threshold log 1.5 = 0.41
+    Criterion("kl_plateau", "beta = 0: |log(final KL / -log pi_ref(4 x heaviest digit))|", "plateau", math.log(1.5),
+              above=False, controls=(("the default beta (0.1)", "plateau_default"),), fmt="{:.2f}"),
+))
+
+
+# ----------------------------------------------------------------------------- within the KL budget
+def run_improves(seed):
+    start = world(seed).start
+    out = {}
+    for name, end in (("default", ppo(seed, beta=default_beta())), ("shuffled_rm", ppo(seed, rm="shuffled", beta=default_beta()))):
+        out[f"{name}_gold_change"] = end["gold"] - start["gold"]
+        out[f"{name}_malformed_drop"] = start["malformed"] - end["malformed"]
+    return out
+
+
+IMPROVES = Experiment("lab12.improves", run_improves, criteria=(
+    # measured: +0.27..+0.36; threshold +0.15, about half the band's bottom
+    Criterion("improves", "default beta: final gold - SFT gold", "default_gold_change", 0.15,
+              controls=(("the RM fit on shuffled rankings, same beta", "shuffled_rm_gold_change"),), fmt="{:+.2f}"),
+    # measured: 0.19..0.21 (SFT 0.20-0.22 malformed, the end 0.003-0.02); threshold 0.1
+    Criterion("fewer_malformed", "default beta: SFT malformed share - final", "default_malformed_drop", 0.1,
+              controls=(("the RM fit on shuffled rankings, same beta", "shuffled_rm_malformed_drop"),), fmt="{:+.2f}"),
 ))
 
 
 # ----------------------------------------------------------------------------- controller
 def run_controller(seed):
-    fixed = ppo(seed, beta=default_beta())
-    out = {"fixed_kl": fixed["kl_last_third"]}
-    errors, fixed_errors, moves, fixed_moves = [], [], [], []
-    for target in TARGETS:
-        run = ppo(seed, target_kl=target)
-        out[f"kl_target_{target:g}"], out[f"beta_end_target_{target:g}"] = run["kl_last_third"], run["beta_end"]
-        errors.append(abs(run["kl_last_third"] - target) / target)
-        fixed_errors.append(abs(fixed["kl_last_third"] - target) / target)
-        # the starting beta's KL above the target -> beta must rise, below -> fall
-        up = fixed["kl_last_third"] > target
-        for r, into in ((run, moves), (fixed, fixed_moves)):
-            factor = r["beta_end"] / r["beta_start"]
-            into.append(factor if up else 1 / factor)          # > 1: beta moved toward the target
-    out.update(error=max(errors), error_fixed=max(fixed_errors), move=min(moves), move_fixed=min(fixed_moves))
+    out = {}
+    for controller, name in (("as given", "given"), ("sign flipped", "flipped")):
+        errors = []
+        for beta in STARTS:
+            run = ppo(seed, controller=controller, beta=beta, target_kl=TARGET)
+            out[f"{name}_kl_from_{beta:g}"], out[f"{name}_beta_end_from_{beta:g}"] = run["kl_last_third"], run["beta_end"]
+            errors.append(abs(run["kl_last_third"] - TARGET) / TARGET)
+        out[f"{name}_error"] = max(errors)
     return out
 
 
 CONTROLLER = Experiment("lab12.controller", run_controller, criteria=(
-    Criterion("reaches", "max over targets of |KL - t| / t (last third)", "error", 0.3, above=False,
-              controls=(("fixed beta 0.1 (controller off)", "error_fixed"),), fmt="{:.2f}"),
-    # the claim is the direction; 10% (the net of five of the controller's largest steps, 2% each)
-    # keeps a rounding-sized move from counting
-    Criterion("moves", "min over targets of beta's move toward it (x)", "move", 1.1,
-              controls=(("fixed beta 0.1 (controller off)", "move_fixed"),), fmt="{:.2f}"),
+    # measured: 0.09-0.12 on seed 0 (last third within 12% of the target from both starts); threshold 0.3
+    Criterion("reaches", f"target {TARGET:g} from beta {STARTS[0]:g} and {STARTS[1]:g}: max |KL - t| / t (last third)",
+              "given_error", 0.3, above=False,
+              controls=(("the controller's sign flipped (beta * (1 - 0.1 e))", "flipped_error"),), fmt="{:.2f}"),
 ))
 
 
 # ----------------------------------------------------------------------------- PPO-ptx
+ACC_KEPT, RM_GAIN = 0.8, 0.1     # PPO-ptx keeps >= 80% of the SFT model's accuracy and gains >= 0.1 RM score
+
+
 def run_ptx(seed):
     start = world(seed).start
-    ptx, plain = ppo(seed, beta=PTX_BETA, ptx_coef=PTX_COEF), ppo(seed, beta=PTX_BETA)
-    return {"start_acc": start["acc"], "ptx_acc": ptx["acc"], "plain_acc": plain["acc"],
-            "ptx_kept": ptx["acc"] / start["acc"], "plain_kept": plain["acc"] / start["acc"],
-            "ptx_gold": ptx["gold"], "plain_gold": plain["gold"]}
+    out = {"start_acc": start["acc"], "start_rm": start["rm"]}
+    for name, run in (("ptx", ppo(seed, beta=PTX_BETA, ptx_coef=PTX_COEF)), ("plain", ppo(seed, beta=PTX_BETA))):
+        out.update({f"{name}_acc": run["acc"], f"{name}_gold": run["gold"], f"{name}_rm": run["rm"],
+                    f"{name}_kept": run["acc"] / start["acc"], f"{name}_rm_gain": run["rm"] - start["rm"]})
+        # both at once: the smaller margin decides (>= 0: accuracy kept and RM score gained)
+        out[f"{name}_margin"] = min(out[f"{name}_kept"] - ACC_KEPT, out[f"{name}_rm_gain"] - RM_GAIN)
+    return out
 
 
 PTX = Experiment("lab12.ptx", run_ptx, criteria=(
-    Criterion("keeps_accuracy", f"beta {PTX_BETA:g}, ptx {PTX_COEF:g}: final accuracy / SFT's", "ptx_kept", 0.8,
-              controls=((f"ptx_coef = 0 at beta {PTX_BETA:g}", "plain_kept"),), fmt="{:.2f}"),
+    # measured: accuracy kept 0.96-1.09 of SFT's; RM gain +0.23 on seed 0
+    Criterion("keeps_and_gains", f"beta {PTX_BETA:g}, ptx {PTX_COEF:g}: min(accuracy / SFT's - {ACC_KEPT:g}, "
+              f"RM gain - {RM_GAIN:g})", "ptx_margin", 0.0,
+              controls=((f"ptx off (ptx_coef = 0) at beta {PTX_BETA:g}", "plain_margin"),), fmt="{:+.2f}"),
 ))
 
-EXPERIMENTS = [REWARD_MODEL, KL_PENALTY, CONTROLLER, PTX]
+EXPERIMENTS = [REWARD_MODEL, KL_PENALTY, HACK, IMPROVES, CONTROLLER, PTX]

@@ -28,3 +28,17 @@ def test_readme_quotes_the_committed_figures(script, render, results):
     table = render()
     assert table in README, (f"benchmarks/README.md does not quote {results.relative_to(BENCHMARKS.parent)}: paste "
                              f"the output of `python benchmarks/{script} --markdown` into it")
+
+
+def test_science_json_holds_the_criteria_of_the_code():
+    """A full `make science` commits results/science.json: it must judge exactly the criteria the
+    experiment modules define now (names, claims, thresholds, controls), Lab 11, Lab 12 and Beyond PPO."""
+    import json
+    data = json.loads(science.RESULTS.read_text())
+    committed = {(c["experiment"], c["name"], c["claim"], c["threshold"], tuple(c["controls"])) for c in data["criteria"]}
+    code = {(e.name, c.name, c.claim, c.threshold_text(), tuple(label for label, _ in c.controls))
+            for e in science.experiments() for c in e.criteria}
+    assert committed == code, (
+        "benchmarks/results/science.json was made by other criteria than the code's: run `make science` (a full "
+        f"run) and commit it.\n  only in the code: {sorted(code - committed)}\n  only in the JSON: {sorted(committed - code)}")
+    assert len(data["seeds"]) == science.SEEDS and data["summary"][0].startswith("claims: ")

@@ -214,7 +214,16 @@ class GRPOConfig:
     scale: bool = True        # divide by the group's std (Shao et al.); False: subtract the mean only
     kl_in: str = "loss"       # "loss": beta k3 per token in the loss (Shao et al.); "reward": as PPO,
                               # score - beta log(pi_old(y) / pi_ref(y)) before the group statistics
+    kl_scaled: bool = None    # beta's term on the score's scale, i.e. divided by the group's std with it?
+                              # None: as published ("loss": not scaled; "reward": scaled, the penalized
+                              # score normalized as a whole). The other two cells of the 2 x 2 ablation:
+                              # "loss" scaled: beta k3 / std(group's scores); "reward" not scaled:
+                              # (score - mean) / std - beta (KL - the group's mean KL)
     seed: int = 0
+
+    @property
+    def scaled(self):
+        return (self.kl_in == "reward") if self.kl_scaled is None else self.kl_scaled
 
 
 def group_advantages(scores, scale=True, eps=1e-6):
@@ -230,18 +239,36 @@ def grpo_loss(logp, old_logp, ref_logp, adv, mask, clip_eps, beta):
     """GRPO's loss: the clipped surrogate with one advantage per response, minus beta k3, averaged
     over each response's tokens, then over the responses.
 
-    logp (N, T) with gradient; old_logp, ref_logp (N, T); adv (N,); mask (N, T).
+    logp (N, T) with gradient; old_logp, ref_logp (N, T); adv (N,); mask (N, T); beta a float or a
+    tensor (N,) (one weight per response: beta over its group's std, when the penalty is scaled).
     Returns (loss, stats), stats = {"k3": mean k3 per real token, "clip_frac"}.
     """
     ratio = torch.exp(logp - old_logp)
     a = adv[:, None]
     surrogate = torch.min(ratio * a, ratio.clamp(1 - clip_eps, 1 + clip_eps) * a)
     penalty = k3(logp, ref_logp)
-    per_token = torch.where(mask > 0, surrogate - beta * penalty, torch.zeros_like(logp))
+    weight = beta[:, None] if torch.is_tensor(beta) else beta
+    per_token = torch.where(mask > 0, surrogate - weight * penalty, torch.zeros_like(logp))
     loss = -(per_token.sum(1) / mask.sum(1)).mean()
     real = mask > 0
     return loss, {"k3": penalty[real].mean().item(),
                   "clip_frac": ((ratio - 1).abs() > clip_eps)[real].float().mean().item()}
+
+
+def _advantages_and_penalty(score, kl_seq, cfg):
+    """(advantages (N,), the weight of k3 in the loss: a float or (N,)) of one cell of the 2 x 2:
+    where the KL goes (cfg.kl_in) x whether beta's term is on the score's scale (cfg.scaled)."""
+    groups = lambda x: x.view(cfg.batch, cfg.k)                                     # noqa: E731
+    if cfg.kl_in == "reward" and cfg.scaled:          # PPO's penalized reward, normalized as a whole
+        return group_advantages(groups(score - cfg.beta * kl_seq), cfg.scale).flatten(), 0.0
+    adv = group_advantages(groups(score), cfg.scale).flatten()
+    if cfg.kl_in == "reward":                          # the penalty added after the normalization
+        kl = groups(kl_seq)
+        return adv - cfg.beta * (kl - kl.mean(1, keepdim=True)).flatten(), 0.0
+    if cfg.scaled:                                     # beta k3 divided by the group's std, as the score
+        std = groups(score).std(1, keepdim=True) + 1e-6 if cfg.scale else 1.0
+        return adv, (cfg.beta / std * torch.ones_like(groups(score))).flatten()
+    return adv, cfg.beta                               # Shao et al.
 
 
 def train_grpo(world, cfg=GRPOConfig()):
@@ -268,9 +295,7 @@ def train_grpo(world, cfg=GRPOConfig()):
             ref_logp = sequence_logprobs(ref, out)
             score = world.rm(digit_counts(out)) - world.rm_offset
             kl_seq = ((old_logp - ref_logp) * mask).sum(1)                       # (N,)
-            total = score - cfg.beta * kl_seq if cfg.kl_in == "reward" else score
-            adv = group_advantages(total.view(cfg.batch, cfg.k), cfg.scale).flatten()
-        loss_beta = cfg.beta if cfg.kl_in == "loss" else 0.0
+            adv, loss_beta = _advantages_and_penalty(score, kl_seq, cfg)
         for _ in range(cfg.epochs):
             loss, stats = grpo_loss(sequence_logprobs(policy, out), old_logp, ref_logp, adv, mask,
                                     cfg.clip_eps, loss_beta)

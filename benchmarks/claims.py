@@ -1,0 +1,362 @@
+"""The claims ledger: every quantitative or causal sentence the notebooks state as fact, quoted
+verbatim, with the science criterion (benchmarks/science_*.py, over 5 seeds, each against a negative
+control) or the test that shows it.
+
+    python benchmarks/claims.py                 # the ledger's state: quotes found, backings named
+    python benchmarks/claims.py --unledgered    # sentences with a number or a comparison the ledger lacks
+
+A claim's ``backed_by`` names criteria as ``experiment.criterion`` (``lab12.kl_penalty.hack``) and tests
+as ``tests/file.py::test_name``. A claim is *backed* when its quote is in its notebook and every backing
+exists; after a science run, also when each criterion it names met on enough seeds with every control
+failing. `make science` prints ``claims: K/N backed`` first (before the run) and again with its
+closing lines (after it). tests/test_claims.py fails when a quote no longer appears in its notebook.
+
+Quotes are matched with whitespace collapsed (a re-wrapped line is the same sentence); ``$...$`` is
+kept as written. A quote may be a whole sentence or the clause of one that carries the claim.
+"""
+
+import argparse
+import dataclasses
+import json
+import re
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = {"lab11": "source/lab11/lab11.ipynb", "lab12": "source/lab12/lab12.ipynb",
+             "start": "notebooks/00_start_here.ipynb", "beyond": "notebooks/beyond_ppo.ipynb"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    where: str          # a key of NOTEBOOKS
+    quote: str          # verbatim (whitespace collapsed when matched)
+    backed_by: tuple    # "experiment.criterion" or "tests/file.py::test_name"
+
+
+def C(where, quote, *backed_by):
+    return Claim(where, quote, backed_by)
+
+
+T = "tests/test_claims.py::"          # exact facts of the toy, computed by tests/test_claims.py
+CLAIMS = (
+    # ------------------------------------------------------------------ Lab 11
+    C("lab11", "so it is right about 3 times in 4 and sometimes answers with an empty response",
+      T + "test_sft_is_right_about_three_times_in_four"),
+    C("lab11", "at $T = 0$ every sample is the same answer", "tests/test_twotoken.py::test_temperature_zero_is_one_hot"),
+    C("lab11", "near $T = 1$ the empty response (`<eos>` first) takes about a quarter of the mass",
+      T + "test_the_blank_takes_about_a_quarter_at_t1"),
+    C("lab11", "by $T = 3$ wrong digits and answers without `<eos>` appear", T + "test_wrong_digits_and_no_eos_appear_by_t3"),
+    C("lab11", "$k_1$ is unbiased — its mean is the KL — but a single sample of it can be negative, and it swings "
+      "from sample to sample: it is noisy.", "lab11.kl_estimators.unbiased", "lab11.kl_estimators.k3_quiet"),
+    C("lab11", "$k_2$ is never negative and, for nearby policies, much less noisy than $k_1$, but it is biased",
+      "lab11.kl_estimators.k2_quiet", "lab11.kl_estimators.k2_biased"),
+    C("lab11", r"$k_3 = k_1 + (\rho - 1)$ is unbiased too, never negative, and much less noisy for nearby policies.",
+      "lab11.kl_estimators.unbiased", "lab11.kl_estimators.k3_quiet"),
+    C("lab11", r"Expected: $k_1$ and $k_3$ have bias $\approx 0$ (up to sampling noise), $k_2$ does not once the "
+      "policies drift apart; $k_3$'s spread is far below $k_1$'s when $\\pi$ is close to $\\pi_{\\text{ref}}$.",
+      "lab11.kl_estimators.unbiased", "lab11.kl_estimators.k2_biased", "lab11.kl_estimators.k3_quiet"),
+    C("lab11", r"$\rho - 1$ is a control variate that cancels most of $k_1$'s noise when $\rho \approx 1$.",
+      "lab11.kl_estimators.k3_quiet"),
+    C("lab11", r"$k_1$ in a loss pulls nowhere on average, whatever its value", T + "test_k1_gradient_has_mean_zero"),
+    C("lab11", r"$k_3$ in a loss follows the gradient of the *other* KL",
+      "tests/test_beyond_ppo.py::test_k3_in_the_loss_follows_the_gradient_of_the_reverse_kl"),
+    C("lab11", r"$k_3$'s low variance makes it the better estimator to *report* the KL, not the better term to "
+      "differentiate.", "lab11.kl_estimators.k3_quiet", T + "test_k1_gradient_has_mean_zero"),
+    C("lab11", r"so neither is the gradient of $\mathrm{KL}(\pi_\theta \,\|\, \pi_{\text{ref}})$ (choosing $k_3$ for "
+      "its sign or its variance alone earns nothing here)",
+      T + "test_k1_gradient_has_mean_zero", "tests/test_beyond_ppo.py::test_k3_in_the_loss_follows_the_gradient_of_the_reverse_kl"),
+    C("lab11", r"which is largest, equal to $\beta \log Z$, exactly when $\pi = \pi^*$.", "lab11.optimum.best"),
+    C("lab11", r"the maximum of $J$ is $\beta \log Z$, reached at $\pi^*$ and nowhere else", "lab11.optimum.best"),
+    C("lab11", "it levels off instead of growing without bound", T + "test_kl_levels_off_at_minus_log_ref_of_12"),
+    C("lab11", r"$1 \cdot \log \frac{1}{\pi_{\text{ref}}(\texttt{12})} = -\log \pi_{\text{ref}}(\texttt{12}) \approx 0.33$",
+      T + "test_kl_levels_off_at_minus_log_ref_of_12"),
+    C("lab11", "a *soft* maximum", T + "test_soft_value_lies_between_its_limits"),
+    C("lab11", "which should be around $10^{-15}$",
+      "tests/test_exact.py::test_token_level_product_is_the_sequence_level_optimum"),
+    C("lab11", r"$k_3$ unbiased and quiet near $\pi_{\text{ref}}$ (Task 3)",
+      "lab11.kl_estimators.unbiased", "lab11.kl_estimators.k3_quiet"),
+    # ------------------------------------------------------------------ Lab 12
+    C("lab12", "It was trained by supervised fine-tuning (SFT) on sloppy demonstrations, so it is often right, sometimes "
+      "wrong, and sometimes answers nothing at all.", T + "test_sft_is_right_about_three_times_in_four"),
+    C("lab12", "Almost all that these rankings can teach a digit-counting model is \"an answer beats a blank\", and "
+      "counting digits knows that already.", "lab12.reward_model.as_counting"),
+    C("lab12", "With nothing holding it near the SFT model, PPO does exactly what it is told: it maximizes the reward "
+      "model's score.", "lab12.kl_penalty.hack"),
+    C("lab12", "Reason: `DigitRM` is linear in the digit counts with every weight positive", "lab12.reward_model.sign"),
+    C("lab12", "Once blanks are gone, the only way left to raise the RM score is to add digits, which the labeler does "
+      "not want: gold falls.", "lab12.kl_penalty.hack", "lab12.hack.spams_heaviest"),
+    C("lab12", "What keeps a policy away is the KL penalty: with a larger $\\beta$, $e^{r/\\beta}$ is gentle and $\\pi^*$ "
+      "stays close to $\\pi_{\\text{ref}}$, where the reward model was fitted and is right.",
+      "beyond.optima.optimum_hacks", "lab12.improves.improves"),
+    C("lab12", "Without a KL penalty the policy *hacks* the reward model: the reward model's score goes up while "
+      "the labeler's goes down.", "lab12.kl_penalty.hack"),
+    C("lab12", "stop it with a KL penalty and with PPO-ptx, set the KL budget instead of $\\beta$ with an adaptive KL "
+      "controller", "lab12.kl_penalty.hack", "lab12.ptx.keeps_and_gains", "lab12.controller.reaches"),
+    C("lab12", r"even a right answer beats a blank only with probability $\sigma(0.6) \approx 0.65$",
+      "tests/test_prefs.py::test_plackett_luce_pairwise_probabilities"),
+    C("lab12", "An accuracy of about 55% looks poor until you see the ceiling next to it",
+      "lab12.reward_model.ceiling", "lab12.reward_model.as_counting"),
+    C("lab12", "and yours is within about a point of the best possible (0.5 to 1.1 points over five seeds of ranked "
+      "data).", "lab12.reward_model.ceiling"),
+    C("lab12", "Against the gold order, the same model is right on about nine pairs out of ten.",
+      "lab12.reward_model.gold_order"),
+    C("lab12", "**every digit has a positive weight.**", "lab12.reward_model.sign"),
+    C("lab12", "A model that learns nothing and simply counts digits (every weight 1) scores the same here, within a "
+      "point on both figures (held-out accuracy 0.54-0.55 and gold-order agreement 0.88-0.90 over five seeds of "
+      "ranked data, like the fitted one's): on this labeler a linear digit-count model does no better than counting.",
+      "lab12.reward_model.as_counting"),
+    C("lab12", "What the fit does add is the sign (learned from the labeler, not assumed: a model fit on shuffled "
+      "rankings gets weights of both signs and orders the gold pairs no better than a coin)",
+      "lab12.reward_model.sign", "lab12.reward_model.gold_order"),
+    C("lab12", "These decide which digit PPO learns to spam when nothing holds it back (Experiment 1): the heaviest "
+      "one. Swap the heaviest and the lightest weight, and PPO spams another digit.", "lab12.hack.spams_heaviest"),
+    C("lab12", "we subtract the mean score of SFT samples, $r_{\\text{offset}}$, so that an SFT answer scores about 0",
+      "tests/test_lab12_views.py::test_sft_offset_centres_sft_scores"),
+    C("lab12", "is a single-sample estimate of the KL — Lab 11's $k_1$, unbiased, and negative for some samples.",
+      "lab12.kl_penalty.small_kl", "lab11.kl_estimators.unbiased"),
+    C("lab12", "The RM score will go up steadily; the gold score will fall towards $-1$ (every answer malformed), "
+      "perhaps after a short rise while blanks disappear.",
+      "lab12.kl_penalty.hack", "lab12.hack.all_malformed", "lab12.hack.rises_first"),
+    C("lab12", "1. Why does the gold score first *rise*, and then fall?", "lab12.hack.rises_first", "lab12.kl_penalty.hack"),
+    C("lab12", "The KL to the SFT model climbs to tens of nats and levels off there.", "lab12.hack.kl_plateau"),
+    C("lab12", "Both agree, so gold rises.", "lab12.hack.rises_first"),
+    C("lab12", "Four copies of the most heavily weighted digit and no `<eos>`", "lab12.hack.spams_heaviest",
+      "lab12.hack.all_malformed"),
+    C("lab12", "So the KL levels off near the mean over the prompts of $-\\log \\pi_{\\text{ref}}(dddd \\mid x)$ "
+      "(within a factor of 1.5: the policy is not quite a point mass, a few of its answers mix in other digits): tens "
+      "of nats, because the SFT model almost never writes four equal digits, but finite", "lab12.hack.kl_plateau"),
+    C("lab12", "so its score keeps rising while the truth falls", "lab12.kl_penalty.hack"),
+    C("lab12", "the plateau — the policy collapses onto one response, so its KL levels off near $-\\log "
+      "\\pi_{\\text{ref}}$ of that response", "lab12.hack.kl_plateau"),
+    C("lab12", "the fall of gold to $-1$ — the answers are malformed for the labeler while the RM score keeps rising",
+      "lab12.hack.all_malformed", "lab12.kl_penalty.hack"),
+    C("lab12", "the rise — removing blanks improves both the RM score and the gold score.", "lab12.hack.rises_first"),
+    C("lab12", "With $\\beta = 0.1$ the KL settles at about half a nat", "lab12.kl_penalty.small_kl"),
+    C("lab12", "the malformed fraction drops, and the gold score *improves* over the SFT model.",
+      "lab12.improves.fewer_malformed", "lab12.improves.improves"),
+    C("lab12", "The proxy is useful as long as the policy stays close to the data it was fitted on.",
+      "lab12.improves.improves", "lab12.kl_penalty.hack"),
+    C("lab12", "over the last third of training the KL hovers around its target.", "lab12.controller.reaches"),
+    C("lab12", "At $\\beta = 0.05$ the penalty is too weak and the policy drifts into the reward model's blind spot.",
+      "lab12.ptx.keeps_and_gains", "lab12.kl_penalty.small_kl"),
+    C("lab12", "so ptx keeps the SFT model's accuracy where the weak penalty alone lets the policy drift into the "
+      "RM's blind spot.", "lab12.ptx.keeps_and_gains"),
+    C("lab12", "the RM still pays for digits (here PPO-ptx still raises the RM score)", "lab12.ptx.keeps_and_gains"),
+    C("lab12", "every run settles at its own KL, many nats at $\\beta = 0.05$ but about half a nat at $0.1$",
+      "lab12.kl_penalty.small_kl"),
+    C("lab12", "The RM score rises with $d$. The gold score first rises — the policy stops answering blank — peaks "
+      "at a small distance, then falls to $-1$", "lab12.kl_penalty.hack", "lab12.hack.rises_first",
+      "lab12.hack.all_malformed"),
+    C("lab12", "**The reward model is a good guide near the data it was fitted on, and a bad one far from it.** The "
+      "KL penalty is what keeps the policy near.", "lab12.improves.improves", "lab12.kl_penalty.hack"),
+    C("lab12", "at 0 (greedy) the SFT model hides its blanks; as the temperature rises, malformed answers appear.",
+      T + "test_greedy_sft_hides_its_blanks"),
+    C("lab12", "each prompt has exactly 22,621 possible responses", T + "test_each_prompt_has_22621_responses"),
+    C("lab12", "$\\mathrm{KL}(\\pi_{\\text{PPO}}\\,\\|\\,\\pi^*)$ a fraction of a nat (under a quarter of a nat over five "
+      "seeds): 120 iterations of PPO found nearly the best policy its objective allows", "beyond.optima.ppo_near_opt"),
+    C("lab12", "At $\\beta = 0$ and $0.05$ the exact optimum's gold score is far below the SFT model's, as PPO's is: "
+      "$\\pi^*$ itself hacks the proxy", "beyond.optima.optimum_hacks", "lab12.kl_penalty.hack"),
+    C("lab12", "scores far below the SFT model on gold, as PPO does.", "beyond.optima.optimum_hacks"),
+    C("lab12", "PPO, which lands near $\\pi^*$ (within a quarter of a nat of it at $\\beta = 0.1$), simply did its job.",
+      "beyond.optima.ppo_near_opt"),
+    C("lab12", "Reward hacking is a property of the objective (a proxy reward with too little penalty), not a "
+      "failure of the optimizer", "beyond.optima.optimum_hacks", "beyond.optima.ppo_near_opt"),
+    C("lab12", "A reward model can be **as accurate as the labels allow** and still be a poor objective",
+      "lab12.reward_model.ceiling", "lab12.kl_penalty.hack"),
+    C("lab12", "Optimizing a proxy without restraint **hacks** it: RM score up, gold score down.", "lab12.kl_penalty.hack"),
+    C("lab12", "The **KL penalty** keeps the policy where the proxy is trustworthy, and within that budget RLHF does "
+      "improve on SFT; the adaptive controller lets you set that budget as a KL instead of a $\\beta$.",
+      "lab12.improves.improves", "lab12.kl_penalty.small_kl", "lab12.controller.reaches"),
+    C("lab12", "**PPO-ptx** keeps the skill alive where the penalty alone does not.", "lab12.ptx.keeps_and_gains"),
+    C("lab12", "Gold against $\\sqrt{\\mathrm{KL}}$ has a peak", "lab12.hack.rises_first", "lab12.hack.all_malformed"),
+    C("lab12", "PPO gets close to the optimum of its objective — and at a small $\\beta$ that optimum hacks the proxy "
+      "too", "beyond.optima.ppo_near_opt", "beyond.optima.optimum_hacks"),
+    # ------------------------------------------------------------------ start here
+    C("start", "a one-layer transformer of about 14 000 parameters", T + "test_tinylm_has_about_14000_parameters"),
+    C("start", "So the SFT model adds well, but not perfectly.", "tests/test_sft.py::test_sft_adds_well_but_not_perfectly"),
+    C("start", "You should see an exact accuracy somewhere between 0.5 and 0.9, and a few malformed answers.",
+      "tests/test_sft.py::test_sft_adds_well_but_not_perfectly"),
+    C("start", "Every random draw in the labs is seeded: running a cell again gives the same numbers.",
+      "tests/test_lab11_views.py::test_views_use_only_seeded_randomness",
+      "tests/test_tinylm.py::test_sample_is_reproducible_from_a_generator"),
+    # ------------------------------------------------------------------ Beyond PPO
+    C("beyond", "At $\\beta = 0.05$ the labeler's own optimum answers almost every prompt correctly (gold $\\ge +0.95$), "
+      "while the reward model's optimum hacks, far below the SFT model's gold.",
+      "beyond.optima.reward_limits", "beyond.optima.optimum_hacks"),
+    C("beyond", "At $\\beta = 0.1$ PPO lands within a quarter of a nat of the reward model's optimum.",
+      "beyond.optima.ppo_near_opt"),
+    C("beyond", "At $\\beta = 0.05$, where PPO hacks the reward model, DPO keeps a good gold score; but at DPO's own KL, "
+      "on the frontier of PPO's $\\beta$ sweep, PPO scores the same gold (within 0.1). DPO's lead at equal $\\beta$ is "
+      "its smaller KL.", "beyond.dpo.on_frontier"),
+    C("beyond", "At $\\beta = 0.1$ its gold score falls from the first epoch to the fourth, while its accuracy on "
+      "held-out pairs moves by less than a point.", "beyond.dpo.overfit", "beyond.dpo.blind"),
+    C("beyond", "off the score's scale, GRPO ends many nats from $\\pi^*_{RM}$ whichever the placement; with the KL in "
+      "the reward *and* on the score's scale, it lands near $\\pi^*_{RM}$ — without a critic, in the same CPU time.",
+      "beyond.grpo.unscaled_drifts", "beyond.grpo.reward_scaled_lands", "beyond.budget.budget"),
+    C("beyond", "scale does not drift, but does not land near $\\pi^*_{RM}$ either.)",
+      "beyond.grpo.unscaled_drifts", "beyond.grpo.reward_scaled_lands"),
+    C("beyond", "a gold score far below the SFT model's and one near $+1$ (the table above): many answers of the "
+      "reward model's optimum are malformed", "beyond.optima.reward_limits", "beyond.optima.optimum_hacks"),
+    C("beyond", "no optimizer recovers what the reward does not contain.", "beyond.optima.reward_limits"),
+    C("beyond", "From the first epoch to the fourth, DPO's gold score falls while the accuracy on held-out pairs "
+      "drifts by less than a point: the policy is fitting the labeler's noise.",
+      "beyond.dpo.overfit", "beyond.dpo.blind"),
+    C("beyond", "so they barely see a fall of about 0.1 in the gold score, and early stopping on them would stop "
+      "almost anywhere; held-out rankings of a noise-free labeler do see it.", "beyond.dpo.overfit", "beyond.dpo.blind"),
+    C("beyond", "At $\\beta = 0.05$ DPO is far above PPO at the same $\\beta$, where PPO hacks the reward model",
+      "beyond.dpo.on_frontier"),
+    C("beyond", "The penalty GRPO's gradient applies is the *other* KL.",
+      "tests/test_beyond_ppo.py::test_k3_in_the_loss_follows_the_gradient_of_the_reverse_kl"),
+    C("beyond", "**80 iterations, which cost about the CPU time of PPO's 120**", "beyond.budget.budget"),
+    C("beyond", "this, not the gradient of $k_3$, is what makes GRPO drift (below).",
+      "beyond.grpo.unscaled_drifts", "beyond.grpo.reward_scaled_lands"),
+    C("beyond", "In the same CPU time, GRPO with $k_3$ in the loss leaves the SFT model far behind",
+      "beyond.grpo.unscaled_drifts", "beyond.budget.budget"),
+    C("beyond", "with the KL in the reward, GRPO's curves follow PPO's.", "beyond.grpo.reward_scaled_lands"),
+    C("beyond", "off the score's scale, GRPO ends many nats from $\\pi^*_{RM}$ with $k_3$ in the loss *and* with the KL "
+      "in the reward; on the score's scale, the KL in the reward lands near $\\pi^*_{RM}$, and $k_3$ in the loss does "
+      "not drift but does not land there either. The drift comes from the scale.",
+      "beyond.grpo.unscaled_drifts", "beyond.grpo.reward_scaled_lands"),
+    C("beyond", "The two budgets come out alike", "beyond.budget.budget"),
+    C("beyond", "PPO sits near $\\pi^*_{RM}$ (within a quarter of a nat at $\\beta = 0.1$) and so inherits whatever "
+      "$\\pi^*_{RM}$ does: at $\\beta = 0.05$ that is the hack.", "beyond.optima.ppo_near_opt", "beyond.optima.optimum_hacks"),
+    C("beyond", "yet compared with PPO at the same KL rather than at the same $\\beta$, its gold score is PPO's.",
+      "beyond.dpo.on_frontier"),
+    C("beyond", "GRPO with $k_3$ in the loss, as published, ends many nats from $\\pi^*_{RM}$; with the KL in the reward "
+      "it lands near $\\pi^*_{RM}$, as PPO does.", "beyond.grpo.unscaled_drifts", "beyond.grpo.reward_scaled_lands"),
+    C("beyond", "PPO's shortfall is almost all the second: the reward model's optimum hacks at small $\\beta$.",
+      "beyond.optima.ppo_near_opt", "beyond.optima.optimum_hacks"),
+    C("beyond", "At a $\\beta$ where PPO hacks the reward model it keeps a good gold score, but compared at the same KL "
+      "its gold score is PPO's; and it overfits the noisy rankings, which held-out rankings from the same labeler "
+      "cannot tell.", "beyond.dpo.on_frontier", "beyond.dpo.overfit", "beyond.dpo.blind"),
+    C("beyond", "with PPO's KL-penalized reward, normalized with the score, it lands near $\\pi^*_{RM}$ as PPO does, in "
+      "the same CPU time.", "beyond.grpo.reward_scaled_lands", "beyond.budget.budget"),
+    C("beyond", "the 2 × 2 ablation pins the drift on that scale, not on the gradient of $k_3$",
+      "beyond.grpo.unscaled_drifts", "beyond.grpo.reward_scaled_lands"),
+)
+
+
+# ----------------------------------------------------------------------------- reading the notebooks
+def _squash(text):
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def markdown(where, root=REPO):
+    """The notebook's markdown cells, each with whitespace collapsed: [(cell index, text)]."""
+    nb = json.loads((Path(root) / NOTEBOOKS[where]).read_text())
+    return [(i, _squash("".join(c["source"]))) for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown"]
+
+
+def missing(claims=CLAIMS, root=REPO):
+    """The claims whose quote is not (or no longer) in their notebook."""
+    texts = {w: " ".join(t for _, t in markdown(w, root)) for w in NOTEBOOKS}
+    return [c for c in claims if _squash(c.quote) not in texts[c.where]]
+
+
+def _criteria():
+    import science
+    return {f"{e.name}.{c.name}": c for e in science.experiments() for c in e.criteria}
+
+
+def unknown_backings(claims=CLAIMS, root=REPO):
+    """[(claim, backing)] of every backing that names no criterion and no test."""
+    criteria, bad = _criteria(), []
+    for c in claims:
+        for b in c.backed_by:
+            if "::" in b:
+                path, name = b.split("::")
+                f = Path(root) / path
+                if not f.exists() or not re.search(rf"^def {re.escape(name)}\b", f.read_text(), re.M):
+                    bad.append((c, b))
+            elif b not in criteria:
+                bad.append((c, b))
+    return bad
+
+
+def backed(claims=CLAIMS, verdicts=None, n_seeds=None, needed=None):
+    """[(claim, True/False)]: quote found, backings exist, and (given a run's verdicts) every criterion named
+    met on ``needed`` seeds with every control failing."""
+    import science
+    gone, bad = set(missing(claims)), {c for c, _ in unknown_backings(claims)}
+    run = {f"{v.experiment}.{v.criterion.name}": v for v in verdicts or []}
+    needed = min(needed or science.NEEDED, n_seeds or science.SEEDS)
+    out = []
+    for c in claims:
+        ok = c not in gone and c not in bad
+        if ok and verdicts is not None:
+            for b in c.backed_by:
+                if "::" not in b:
+                    v = run.get(b)
+                    ok = ok and v is not None and sum(v.met) >= needed and v.controls_fail
+        out.append((c, ok))
+    return out
+
+
+def summary_line(verdicts=None, n_seeds=None, with_ok=False):
+    """``claims: K/N backed`` (and whether K = N)."""
+    states = backed(verdicts=verdicts, n_seeds=n_seeds)
+    k = sum(ok for _, ok in states)
+    line = f"claims: {k}/{len(states)} backed"
+    return (line, k == len(states)) if with_ok else line
+
+
+# ----------------------------------------------------------------------------- what the ledger lacks
+NUMBER = re.compile(r"(?<![\w$\\{^_])\d+(?:[.,]\d+)?(?:\s*%)?(?![\w}])")
+COMPARISON = re.compile(r"\b(more|less|fewer|than|below|above|higher|lower|larger|smaller|better|worse|rises?|"
+                        r"falls?|grows?|drops?|climbs?|beats?|outweigh\w*|near(?:ly)?|far|close|about|"
+                        r"because|so that|causes?|keeps?|never|always|every)\b", re.I)
+SKIP_CELL = re.compile(r"^(#+ Task\b|#+ Concept check|\*\*Contract|<details>)")
+
+
+def _strip_math(text):
+    return re.sub(r"\$\$.*?\$\$|\$[^$]*\$|`[^`]*`", " ", text)
+
+
+def sentences(text):
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+(?=[A-Z*(\d])", text) if s.strip()]
+
+
+def unledgered(claims=CLAIMS, root=REPO):
+    """[(where, cell, sentence)] of the sentences in the notebooks' prose (task contracts, hints and concept
+    checks left out: another file states and checks those) with a number or a comparison outside math and
+    code, which no ledger quote overlaps."""
+    quotes = {w: [_squash(c.quote) for c in claims if c.where == w] for w in NOTEBOOKS}
+    found = []
+    for where in NOTEBOOKS:
+        for i, text in markdown(where, root):
+            if SKIP_CELL.match(text):
+                continue
+            text = re.sub(r"<details>.*?</details>", " ", text)
+            for s in sentences(text):
+                plain = _strip_math(s)
+                if not (NUMBER.search(plain) or COMPARISON.search(plain)):
+                    continue
+                if any(q in s or s in q for q in quotes[where]):
+                    continue
+                found.append((where, i, s))
+    return found
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--unledgered", action="store_true", help="list the sentences the ledger lacks")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    for c in missing():
+        print(f"MISSING  {c.where}: {c.quote!r}")
+    for c, b in unknown_backings():
+        print(f"UNKNOWN  {c.where}: {b} (for {c.quote[:60]!r})")
+    rest = unledgered()
+    if args.unledgered:
+        for where, i, s in rest:
+            print(f"{where} cell {i}: {s}")
+    print(f"{len(rest)} sentences with a number or a comparison are not in the ledger "
+          f"(python benchmarks/claims.py --unledgered lists them)")
+    print(summary_line())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.exit(main())

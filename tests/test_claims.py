@@ -1,0 +1,150 @@
+"""The claims ledger (benchmarks/claims.py) cannot drift, and the exact facts of the toy it cites.
+
+Every quote of the ledger must still be in its notebook, and every backing it names must exist (a
+science criterion or a test). The sentences with a number or a comparison that the ledger does not
+hold are reported (printed, and counted in `python benchmarks/claims.py`), not failed: task texts and
+definitions need no figure. The tests below ``# exact facts`` compute, with no training, the facts of
+the fixed SFT model that the notebooks state (exact sums over enumerable responses): the ledger cites them.
+"""
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import claims  # noqa: E402
+
+from course_utils.tinylm import EOS, load_sft  # noqa: E402
+from course_utils.twotoken import joint, two_token_logits, two_token_policy, two_token_rewards  # noqa: E402
+
+
+def test_every_quote_is_in_its_notebook():
+    gone = claims.missing()
+    assert not gone, ("these quoted claims are no longer in their notebooks; update the ledger "
+                      "(benchmarks/claims.py) with the new sentence and the figure that shows it:\n"
+                      + "\n".join(f"  {c.where}: {c.quote!r}" for c in gone))
+
+
+def test_every_backing_names_a_criterion_or_a_test():
+    bad = claims.unknown_backings()
+    assert not bad, "backings that name no science criterion and no test:\n" + "\n".join(
+        f"  {c.where}: {b}  (for {c.quote[:60]!r})" for c, b in bad)
+
+
+def test_every_claim_has_a_backing_and_one_entry():
+    assert all(c.backed_by for c in claims.CLAIMS)
+    keys = [(c.where, c.quote) for c in claims.CLAIMS]
+    assert len(keys) == len(set(keys)), "a claim is in the ledger twice"
+
+
+def test_the_drift_check_sees_a_changed_sentence(tmp_path):
+    fake = claims.Claim("lab12", "the KL stays below one nat", ("lab12.kl_penalty.small_kl",))
+    assert claims.missing([fake]) == [fake]
+
+
+def test_report_the_sentences_the_ledger_lacks(capsys):
+    rest = claims.unledgered()
+    with capsys.disabled():
+        print(f"\n{len(rest)} sentences with a number or a comparison are not in the claims ledger "
+              f"(python benchmarks/claims.py --unledgered)")
+    assert all(isinstance(s, str) and s for _, _, s in rest)
+
+
+# ----------------------------------------------------------------------------- exact facts
+@pytest.fixture(scope="module")
+def sft():
+    return load_sft()
+
+
+def _pi(sft, temperature, prompt="7+5="):
+    return joint(*two_token_policy(two_token_logits(sft, prompt), temperature))
+
+
+def test_tinylm_has_about_14000_parameters(sft):
+    n = sum(p.numel() for p in sft.parameters())
+    assert 13_000 <= n <= 15_000, n
+
+
+def test_sft_is_right_about_three_times_in_four(sft):
+    from course_utils.response_tree import ResponseTree, policy_stats
+    tree = ResponseTree.build()
+    ref = tree.logprobs(sft)
+    rewards = tree.rm_rewards(lambda counts: counts.sum(-1) * 0.0)
+    stats = policy_stats(tree, ref, ref, rewards, 1.0)
+    assert 0.70 <= stats.acc <= 0.80, f"exact accuracy of the SFT model {stats.acc:.3f}"
+    assert stats.malformed > 0.1, "it sometimes answers with an empty response"
+
+
+def test_each_prompt_has_22621_responses():
+    # up to 4 tokens out of 13 (10 digits, +, =, <eos>), <eos> ending a response: complete responses
+    # are sum_{n<4} 12^n ending in <eos>, plus 12^4 of length 4 without it... counted as the tree does
+    from course_utils.response_tree import ResponseTree
+    tree = ResponseTree.build(["7+5="])
+    assert len(tree.answers()) == 22621
+
+
+def test_the_blank_takes_about_a_quarter_at_t1(sft):
+    pi = _pi(sft, 1.0)
+    assert 0.2 <= pi[EOS].sum() <= 0.3, f"P(<eos> first | 7+5=) = {pi[EOS].sum():.3f}"
+
+
+def test_wrong_digits_and_no_eos_appear_by_t3(sft):
+    rewards = two_token_rewards("7+5=")
+    right_or_blank = (rewards == 1.0)
+    right_or_blank[EOS] = True
+    other = lambda t: 1 - _pi(sft, t)[right_or_blank].sum()      # noqa: E731 -- wrong digits, no <eos>
+    assert other(3.0) >= 0.3 and other(3.0) > 5 * other(1.0), (other(1.0), other(3.0))
+
+
+def test_kl_levels_off_at_minus_log_ref_of_12(sft):
+    ref, rewards = _pi(sft, 1.0), two_token_rewards("7+5=")
+    kls = []
+    for beta in (1.0, 0.3, 0.1, 0.03, 0.01, 0.003):
+        s = np.where(ref > 0, np.log(np.where(ref > 0, ref, 1)) + rewards / beta, -np.inf)
+        p = np.exp(s - s.max())
+        p /= p.sum()
+        kls.append(float((p[p > 0] * np.log(p[p > 0] / ref[p > 0])).sum()))
+    assert all(a <= b + 1e-12 for a, b in zip(kls, kls[1:])), "the KL grows as beta falls"
+    limit = -math.log(ref[rewards == 1.0].sum())
+    assert abs(kls[-1] - limit) < 0.01 and abs(limit - 0.33) < 0.02, (kls[-1], limit)
+
+
+def test_soft_value_lies_between_its_limits(sft):
+    first, second = two_token_policy(two_token_logits(sft, "7+5="), 1.0)
+    rewards = two_token_rewards("7+5=")
+    for beta in (0.01, 0.1, 1.0, 10.0):
+        with np.errstate(divide="ignore"):
+            a = np.log(second) + rewards / beta
+        v = beta * np.logaddexp.reduce(a, axis=1)
+        rows = first > 0
+        mean = (second * rewards).sum(1)
+        best = np.where(second > 0, rewards, -np.inf).max(1)
+        assert np.all(v[rows] >= mean[rows] - 1e-9) and np.all(v[rows] <= best[rows] + 1e-9)
+
+
+def test_greedy_sft_hides_its_blanks(sft):
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from rollouts import greedy
+    from course_utils.labeler import gold_score
+    prompts = [f"{a}+{b}=" for a in range(10) for b in range(10)]
+    out = greedy(sft, prompts)
+    blank = (out["mask"].sum(1) == 1) & (out["ids"][:, out["prompt_len"]] == EOS)
+    assert blank.sum() == 0, f"{int(blank.sum())} blank greedy answers"
+    sampled = _pi(sft, 1.0)[EOS].sum()
+    assert sampled > 0.1 and (gold_score(out) < 0).float().mean() < 0.1
+
+
+def test_k1_gradient_has_mean_zero():
+    """Lab 11, Question 1.4: on-policy, E[grad k1] = sum_y grad pi(y) = 0, whatever pi_ref."""
+    logits = torch.tensor([1.0, 0.0, -1.0, 0.5], requires_grad=True)
+    ref = torch.log_softmax(torch.tensor([0.0, 1.0, 0.0, -2.0]), 0)
+    logp = torch.log_softmax(logits, 0)
+    k1 = logp - ref
+    g, = torch.autograd.grad((logp.exp().detach() * k1).sum(), logits, retain_graph=True)   # E_{y ~ pi}[grad k1(y)]
+    assert torch.allclose(g, torch.zeros(4), atol=1e-6)
+    g_kl, = torch.autograd.grad((logp.exp() * (logp - ref)).sum(), logits)
+    assert g_kl.abs().max() > 0.05, "the KL itself has a gradient: k1 in a loss does not follow it"

@@ -1,0 +1,149 @@
+"""Every negative control of `make science` is an ablation of the mechanism its criterion claims: it
+could meet the criterion if the mechanism were not what it claims, and fails only through its figures,
+never by arithmetic or by definition. No training: the runs are replaced by stand-ins that report the
+figures a control would need to meet its criterion, or an untrained model's.
+
+A control reverted to an old form fails here: a fixed beta as the controller's control (no single KL
+is near two targets; a fixed beta "moves" 1.00x by definition), the reward model at its initial
+weights (all 0), PPO-ptx judged on accuracy alone (a policy that never trains keeps its accuracy),
+two criteria that are one fact with the roles of criterion and control swapped.
+"""
+
+import difflib
+import math
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import science  # noqa: E402
+import science_beyond  # noqa: E402
+import science_lab12 as L12  # noqa: E402
+
+from course_staff.beyond import methods as B  # noqa: E402
+
+
+def criteria(experiment):
+    return [c for e in science.experiments() if e.name == experiment for c in e.criteria]
+
+
+# ----------------------------------------------------------------------------- the controller
+def test_controller_control_is_the_controller_with_its_sign_flipped(monkeypatch):
+    """Stand-in runs that all reach their target: then the control must meet the criterion too (it can
+    fail only through what its runs do), and every run, criterion's and control's, has the controller on."""
+    calls = []
+
+    def reaches_its_target(seed, rm="fit", controller="as given", **changes):
+        calls.append((controller, changes))
+        kl = changes.get("target_kl") or 0.4                      # a fixed beta settles somewhere
+        return {"kl_last_third": kl, "beta_start": changes["beta"], "beta_end": changes["beta"]}
+
+    monkeypatch.setattr(L12, "ppo", reaches_its_target)
+    out = L12.run_controller(0)
+    for c in criteria("lab12.controller"):
+        for label, key in c.controls:
+            assert c.meets(out[key]), (
+                f"lab12.controller.{c.name}: its control ({label}) fails even when every run reaches its target "
+                f"({c.fmt.format(out[key])}, needs {c.threshold_text()}): it fails by arithmetic or by definition")
+    assert all("target_kl" in ch for _, ch in calls), \
+        "a run without the controller (a fixed beta) is no ablation of the controller's feedback"
+    starts = {ctl: sorted(ch["beta"] for c2, ch in calls if c2 == ctl) for ctl, _ in calls}
+    assert set(starts) == {"as given", "sign flipped"} and starts["as given"] == starts["sign flipped"], starts
+    assert max(starts["as given"]) / min(starts["as given"]) >= 10, "two starts an order of magnitude apart"
+
+
+def test_the_flipped_controller_is_train_rlhf_with_one_line_changed():
+    given, flipped = L12.flipped_source()
+    changed = [d for d in difflib.ndiff(given.splitlines(), flipped.splitlines()) if d[:1] in "+-"]
+    assert len(changed) == 2 and "(1 - 0.1 * e)" in changed[1] and "(1 + 0.1 * e)" in changed[0], changed
+
+
+# ----------------------------------------------------------------------------- the reward model
+@pytest.fixture(scope="module")
+def small_world():
+    from course_utils.labeler import ranked_data
+    from course_utils.tinylm import load_sft
+    sft = load_sft()
+    train, held = ranked_data(sft, 300, k=4, seed=77), ranked_data(sft, 300, k=4, seed=78)
+    return L12.World(sft, train, held, L12.lab()["train_reward_model"](train, seed=77), 0.0, {})
+
+
+def test_reward_model_controls_are_fits_not_the_initial_weights(monkeypatch, small_world):
+    """A control that scores what the untrained model (all weights 0) scores is no ablation of fitting
+    on the labeler's rankings: it ties every pair by definition."""
+    monkeypatch.setattr(L12, "world", lambda seed: small_world)
+    L12.shuffled_rm.cache_clear()
+    try:
+        out = L12.run_reward_model(0)
+    finally:
+        L12.shuffled_rm.cache_clear()
+    acc, ceiling = L12.lab()["rm_accuracy"](L12.DigitRM(), small_world.held_out)
+    untrained = {0.5, ceiling - acc, 0.0, abs(0.5 - out["agreement_counting"])}
+    for c in criteria("lab12.reward_model"):
+        for label, key in c.controls:
+            assert all(abs(out[key] - u) > 1e-9 for u in untrained), (
+                f"lab12.reward_model.{c.name}: its control ({label}) scores {out[key]:.4f}, what a model at its "
+                f"initial weights scores: it fails by definition, not for want of what the fit learns")
+
+
+# ----------------------------------------------------------------------------- PPO-ptx
+def test_ptx_criterion_fails_for_a_policy_that_never_trains(monkeypatch):
+    start = {"rm": 0.0, "gold": 0.52, "kl": 0.0, "acc": 0.73, "malformed": 0.2, "digits": 1.1}
+    monkeypatch.setattr(L12, "world", lambda seed: types.SimpleNamespace(start=start))
+    monkeypatch.setattr(L12, "ppo", lambda seed, **changes: dict(start))        # nothing learned
+    out = L12.run_ptx(0)
+    for c in criteria("lab12.ptx"):
+        assert not c.meets(out[c.key]), (
+            f"lab12.ptx.{c.name} is met by a policy that never trains ({c.fmt.format(out[c.key])}): "
+            "keeping the accuracy alone shows nothing; PPO-ptx must also gain RM score")
+
+
+# ----------------------------------------------------------------------------- one criterion per fact
+def test_no_two_criteria_are_one_fact_with_the_roles_swapped():
+    for e in science.experiments():
+        for a in e.criteria:
+            for b in e.criteria:
+                if a is not b:
+                    assert not (a.key in {k for _, k in b.controls} and b.key in {k for _, k in a.controls}), (
+                        f"{e.name}.{a.name} and {e.name}.{b.name}: each is the other's control, one fact counted twice")
+
+
+def test_every_control_is_another_figure_than_its_criterion():
+    for e in science.experiments():
+        for c in e.criteria:
+            assert c.controls and all(key != c.key and label for label, key in c.controls), f"{e.name}.{c.name}"
+
+
+# ----------------------------------------------------------------------------- Beyond PPO
+def test_dpo_is_compared_with_ppo_at_matched_kl():
+    points = [(0.2, 0.86), (0.5, 0.80), (1.0, 0.70), (10.0, -0.5)]
+    assert science_beyond.frontier_gold(points, 0.5) == pytest.approx(0.80)
+    t = (math.log(0.7) - math.log(0.5)) / (math.log(1.0) - math.log(0.5))
+    assert science_beyond.frontier_gold(points, 0.7) == pytest.approx(0.80 + t * (0.70 - 0.80))
+    assert math.isnan(science_beyond.frontier_gold(points, 0.1)), "no extrapolation beyond the sweep"
+    c, = [c for c in criteria("beyond.dpo") if c.name == "on_frontier"]
+    assert c.key == "dpo_off_frontier" and [k for _, k in c.controls] == ["dpo_off_ppo_same_beta"]
+
+
+def test_grpo_cells_differ_in_one_factor_each():
+    """The 2 x 2: where the KL goes x whether beta's term is on the score's scale. The published cells
+    are GRPO as before (k3 unscaled; the penalized reward normalized as a whole)."""
+    torch.manual_seed(0)
+    score, kl = torch.randn(8), torch.rand(8) * 3
+    cfg = lambda kl_in, scaled: B.GRPOConfig(batch=2, k=4, beta=0.1, kl_in=kl_in, kl_scaled=scaled)  # noqa: E731
+    groups = lambda x: x.view(2, 4)                                                                  # noqa: E731
+    std = groups(score).std(1, keepdim=True) + 1e-6
+    plain = B.group_advantages(groups(score)).flatten()
+    adv, w = B._advantages_and_penalty(score, kl, cfg("loss", None))
+    assert torch.equal(adv, plain) and w == 0.1                                     # Shao et al.
+    adv, w = B._advantages_and_penalty(score, kl, cfg("loss", True))
+    assert torch.equal(adv, plain) and torch.allclose(w, (0.1 / std).expand(2, 4).flatten())
+    adv, w = B._advantages_and_penalty(score, kl, cfg("reward", None))
+    assert torch.allclose(adv, B.group_advantages(groups(score - 0.1 * kl)).flatten()) and w == 0.0
+    adv, w = B._advantages_and_penalty(score, kl, cfg("reward", False))
+    centred = (groups(kl) - groups(kl).mean(1, keepdim=True)).flatten()
+    assert torch.allclose(adv, plain - 0.1 * centred) and w == 0.0
+    assert set(science_beyond.GRPO_CELLS) == {(p, s) for p in ("loss", "reward") for s in (False, True)}
