@@ -68,7 +68,6 @@ CLAIMS = (
       T + "test_k1_gradient_has_mean_zero", "tests/test_beyond_ppo.py::test_k3_in_the_loss_follows_the_gradient_of_the_reverse_kl"),
     C("lab11", r"which is largest, equal to $\beta \log Z$, exactly when $\pi = \pi^*$.", "lab11.optimum.best"),
     C("lab11", r"the maximum of $J$ is $\beta \log Z$, reached at $\pi^*$ and nowhere else", "lab11.optimum.best"),
-    C("lab11", "it levels off instead of growing without bound", T + "test_kl_levels_off_at_minus_log_ref_of_12"),
     C("lab11", r"$1 \cdot \log \frac{1}{\pi_{\text{ref}}(\texttt{12})} = -\log \pi_{\text{ref}}(\texttt{12}) \approx 0.33$",
       T + "test_kl_levels_off_at_minus_log_ref_of_12"),
     C("lab11", "a *soft* maximum", T + "test_soft_value_lies_between_its_limits"),
@@ -89,10 +88,6 @@ CLAIMS = (
     C("lab12", "What keeps a policy away is the KL penalty: with a larger $\\beta$, $e^{r/\\beta}$ is gentle and $\\pi^*$ "
       "stays close to $\\pi_{\\text{ref}}$, where the reward model was fitted and is right.",
       "beyond.optima.optimum_hacks", "lab12.improves.improves"),
-    C("lab12", "Without a KL penalty the policy *hacks* the reward model: the reward model's score goes up while "
-      "the labeler's goes down.", "lab12.kl_penalty.hack"),
-    C("lab12", "stop it with a KL penalty and with PPO-ptx, set the KL budget instead of $\\beta$ with an adaptive KL "
-      "controller", "lab12.kl_penalty.hack", "lab12.ptx.keeps_and_gains", "lab12.controller.reaches"),
     C("lab12", r"even a right answer beats a blank only with probability $\sigma(0.6) \approx 0.65$",
       "tests/test_prefs.py::test_plackett_luce_pairwise_probabilities"),
     C("lab12", "An accuracy of about 55% looks poor until you see the ceiling next to it",
@@ -109,8 +104,6 @@ CLAIMS = (
     C("lab12", "What the fit does add is the sign (learned from the labeler, not assumed: a model fit on shuffled "
       "rankings gets weights of both signs and orders the gold pairs no better than a coin)",
       "lab12.reward_model.sign", "lab12.reward_model.gold_order"),
-    C("lab12", "These decide which digit PPO learns to spam when nothing holds it back (Experiment 1): the heaviest "
-      "one. Swap the heaviest and the lightest weight, and PPO spams another digit.", "lab12.hack.spams_heaviest"),
     C("lab12", "we subtract the mean score of SFT samples, $r_{\\text{offset}}$, so that an SFT answer scores about 0",
       "tests/test_lab12_views.py::test_sft_offset_centres_sft_scores"),
     C("lab12", "is a single-sample estimate of the KL — Lab 11's $k_1$, unbiased, and negative for some samples.",
