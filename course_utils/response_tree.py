@@ -136,11 +136,12 @@ class ResponseTree:
         r = (rm(counts) - rm_offset).double()                                    # (N,)
         return from_complete(r.expand(self.P, -1))
 
-    def answers(self):
-        """Every complete response as ``decode_responses`` shows it ("12", "" for a blank, "7777…"):
-        a list of N = 22621 strings in the order of complete_only."""
-        ids = torch.cat([self.prompt_ids[:1].expand(len(self._resp), -1), self._resp], dim=1)
-        return decode_responses({"ids": ids, "prompt_len": PROMPT_LEN, "mask": self._mask})
+    def answers(self, which=None):
+        """Complete responses as ``decode_responses`` shows them ("12", "" for a blank, "7777…"): all
+        N = 22621 in the order of complete_only, or those at the indices ``which`` (a list of ints)."""
+        resp, mask = (self._resp, self._mask) if which is None else (self._resp[which], self._mask[which])
+        ids = torch.cat([self.prompt_ids[:1].expand(len(resp), -1), resp], dim=1)
+        return decode_responses({"ids": ids, "prompt_len": PROMPT_LEN, "mask": mask})
 
     def response_text(self, d, s, a):
         """Text of the response (state s of depth d, then action a), e.g. ``"12<eos>"``."""

@@ -144,8 +144,13 @@ class TiltedOptimum:
     def __init__(self, tree, ref_logp, rewards):
         self.seq_ref = complete_only(path_logprobs(ref_logp))                         # (P, N)
         self.seq_rewards = complete_only(rewards)                                     # (P, N)
-        levels, which = torch.unique(self.seq_rewards, return_inverse=True)           # (G,), (P, N)
-        P, G = self.seq_ref.shape[0], len(levels)
+        P = self.seq_ref.shape[0]
+        if (self.seq_rewards == self.seq_rewards[:1]).all():          # one reward per response (an RM): sort N, not P N
+            levels, which = torch.unique(self.seq_rewards[0], return_inverse=True)
+            which = which.expand(P, -1)
+        else:
+            levels, which = torch.unique(self.seq_rewards, return_inverse=True)       # (G,), (P, N)
+        G = len(levels)
         ref = self.seq_ref.exp()
         mass = ref.new_zeros(P, G).scatter_add_(1, which, ref)                         # pi_ref(level)
         feats = complete_only(tree.features)                                          # (P, N, 4)

@@ -140,7 +140,6 @@ class OptimumSlider(View):
         self.tree = ResponseTree.build(self.prompts)
         self.optimum = TiltedOptimum(self.tree, self.tree.logprobs(self.runs.sft), self.tree.rm_rewards(rm, rm_offset))
         self.seq_ref = self.optimum.seq_ref                                              # (P, N)
-        self.texts = self.tree.answers()                                                 # N strings
         self.p = self.tree.prompts.index(self.prompt)
         stats = [self.stats(b) for b in self.betas]
         self.curves = {k: np.array([s[k] for s in stats]) for k in stats[0]}
@@ -172,7 +171,7 @@ class OptimumSlider(View):
                 ax.axhline(self.sft[key], color="gray", ls="--", lw=1, label="SFT model")
             ax.set_xscale("log")
             ax.set_xlabel(r"$\beta$")
-            ax.set_title(title, fontsize=10)
+            ax.set_title(title, fontsize=10, y=1.0)     # y given: no automatic title placement (slow)
             ax.legend(fontsize=8, loc="best")
             self.moving.append(ax.plot([], [], "o", color="k", ms=7)[0])
         self.keys = [k for k, _, _ in spec]
@@ -181,7 +180,7 @@ class OptimumSlider(View):
         ax.set_ylim(5.6, -0.6)
         ax.set_yticks([])
         ax.set_xlabel("probability")
-        ax.set_title(f"top responses of $\\pi^*$ to {self.prompt} (gray: $\\pi_{{ref}}$)", fontsize=10)
+        ax.set_title(f"top responses of $\\pi^*$ to {self.prompt} (gray: $\\pi_{{ref}}$)", fontsize=10, y=1.0)
         self.bars_opt = ax.barh(np.arange(6) - 0.2, np.zeros(6), 0.4, color="tab:green")
         self.bars_ref = ax.barh(np.arange(6) + 0.2, np.zeros(6), 0.4, color="gray")
         self.labels = [ax.text(0.02, i, "", va="center", fontsize=9) for i in range(6)]
@@ -197,11 +196,10 @@ class OptimumSlider(View):
             marker.set_data([beta], [st[key]])
         log_pi = self.optimum.response_logprobs(beta, self.p)
         top = log_pi.topk(6).indices.tolist()
-        for i, n in enumerate(top):
+        for i, (n, text) in enumerate(zip(top, self.tree.answers(top))):
             prob, prob_ref = math.exp(log_pi[n]), math.exp(self.seq_ref[self.p, n])
             self.bars_opt[i].set_width(prob)
             self.bars_ref[i].set_width(prob_ref)
-            text = self.texts[n]
             shown = ("(blank)" if not text else repr(text[:-1]) + " (no EOS)" if text.endswith("…")
                      else repr(text))
             self.labels[i].set_text(shown)
