@@ -435,7 +435,7 @@ def bench_autograde(report, repeats, lab):
             c, _, _ = _execute(nbformat.read(str(plain_nb), as_version=4), plain_nb.parent, env_extra=grading_env)
             cells.append(c)
         scores = grades.get("bench", {})
-        total, best = sum(scores.values()), sum(harness.max_scores(course, lab).values())
+        total, best = harness.total(scores), sum(harness.max_scores(course, lab).values())   # ungraded: None
     a = report.add(f"autograde {lab}: nbgrader autograde", graded, note=f"(one submission, scored {total:g}/{best:g})")
     p = report.add("plain: jupyter nbconvert --execute (same Execute settings)", plain,
                    note=f"(its cells alone {statistics.median(cells):.1f} s)")
