@@ -7,6 +7,7 @@
     prefs          the names Lab 12 imports "from prefs", gathered from the three modules above
     twotoken       Lab 11's enumerable toy: every two-token response of one prompt
     response_tree  Lab 12's response tree: every response of up to four tokens, exact expectations
+    tree_optimum   the exact KL-regularized optimum solved on that tree (soft values, tilted optimum)
     checks         the checks of the labs' test cells
     runtime        are we being graded, and a progress bar
     world          Lab 12's world: data sizes, seeds, the SFT model, rankings, reward model and offset

@@ -63,11 +63,3 @@ def ranked_data(model, n_prompts, k=4, seed=0, kappa=None):
 
 __all__ = ["KAPPA", "gold_score", "ranked_data"]
 
-
-def __getattr__(name):
-    """response_metrics and RESPONSE_METRICS moved to course_utils.evaluation; response_tree.py still
-    imports them from here (to go once it imports them from there)."""
-    if name in ("response_metrics", "RESPONSE_METRICS"):
-        from course_utils import evaluation
-        return getattr(evaluation, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,7 +25,7 @@ class ValueModel(nn.Module):
 
     def forward(self, out):
         ids, L, mask = out["ids"], out["prompt_len"], out["mask"]
-        h = self.body.hidden(ids[:, :-1])[:, L - 1:]                  # (B, T, d)
+        h = self.body.hidden(ids[:, :-1], last=ids.shape[1] - L)      # (B, T, d)
         return self.head(h).squeeze(-1) * mask
 
 

@@ -1,4 +1,4 @@
-"""The exact KL-regularized optimum of Lab 12's toy, by enumerating every response.
+"""Lab 12's response tree: every response of up to four tokens, and exact expectations on it.
 
 A response is at most ``MAX_NEW = 4`` tokens drawn from the 13 tokens the LM may emit (digits,
 '+', '=', EOS); EOS ends it, and so does the fourth token. So each prompt has a finite response
@@ -15,42 +15,30 @@ on the tree is stored as a list of four tensors indexed by depth ("tree tensors"
     rewards[d]  (P, S_d, 13)  the reward of the complete response (s, a); 0 where it is not complete
     TERMINAL[d] (13,)         which actions complete a response at depth d
 
-The KL-regularized objective J(pi) = E_pi[r] - beta KL(pi || pi_ref) has the optimum
-pi*(y|x) = pi_ref(y|x) exp(r(x,y) / beta) / Z(x). Token by token it is built from soft values,
-computed backwards from the leaves:
-
-    V(s) = beta * log sum_a pi_ref(a|s) exp(Q(s,a) / beta),   Q(s,a) = r(s,a) if (s,a) is complete,
-                                                                        V(s * 12 + a) otherwise
-    pi*(a|s) = pi_ref(a|s) exp((Q(s,a) - V(s)) / beta),       log Z(x) = V(root) / beta,  J* = V(root)
-
-Everything is done in log space in float64, so beta may go down to 1e-3. Usage:
+Usage:
 
     tree = ResponseTree.build()                        # all 100 prompts "a+b=", a response tree each
     ref_logp = tree.logprobs(sft)                      # batched passes, one per depth
     rewards = tree.rm_rewards(rm, rm_offset)           # r(y) = rm(digit_counts(y)) - rm_offset
-    opt = exact_optimum(tree, ref_logp, rewards, beta=0.1)
-    opt.objective, opt.stats.gold, opt.stats.kl        # J*, E_pi*[gold], KL(pi* || pi_ref)
-    policy_stats(tree, tree.logprobs(ppo_policy), ref_logp, rewards, 0.1, optimum=opt)
+    probs = response_probs(ref_logp)                   # pi(y | x) of every complete response
+    expectation(probs, rewards), kl_divergence(policy_logp, ref_logp)     # (P,) each, exact
 
-or in one line: ``exact_optimum_of(sft, rm, rm_offset, beta=0.1)``. Rewards, and so E[r] and J,
-have the offset subtracted (as train_rlhf scores); the RM's raw score is E[r] + rm_offset.
-
-Only ``logprobs`` runs a model; a new beta re-runs only the backward pass (tens of ms).
+The KL-regularized optimum solved on this tree is ``course_utils.tree_optimum``. Only ``logprobs``
+runs a model.
 """
 
-from dataclasses import dataclass, field
 import functools
 import math
 
 import torch
 import torch.nn.functional as F
 
-from course_utils.labeler import RESPONSE_METRICS, response_metrics
+from course_utils.evaluation import RESPONSE_METRICS, response_metrics
 from course_utils.reward_model import digit_counts
-from course_utils.tinylm import (EOS, MAX_NEW, PAD, PROMPT_LEN, TOKENS, causal_attention, decode_responses,
+from course_utils.tinylm import (EOS, MAX_NEW, PAD, PROMPT_LEN, RESPONSE_TOKENS, TOKENS, causal_attention, decode_responses,
                                 encode_prompts)
 
-ACTIONS = torch.tensor(list(range(12)) + [EOS])       # the 13 tokens a response may contain
+ACTIONS = torch.tensor(RESPONSE_TOKENS)              # the 13 tokens a response may contain
 N_ACTIONS = len(ACTIONS)                               # 13
 N_CONT = 12                                            # actions that continue a response (not EOS)
 EOS_COL = 12                                           # the column of EOS among the actions
@@ -148,31 +136,17 @@ class ResponseTree:
         r = (rm(counts) - rm_offset).double()                                    # (N,)
         return from_complete(r.expand(self.P, -1))
 
-    def answers(self):
-        """Every complete response as ``decode_responses`` shows it ("12", "" for a blank, "7777…"):
-        a list of N = 22621 strings in the order of complete_only."""
-        ids = torch.cat([self.prompt_ids[:1].expand(len(self._resp), -1), self._resp], dim=1)
-        return decode_responses({"ids": ids, "prompt_len": PROMPT_LEN, "mask": self._mask})
+    def answers(self, which=None):
+        """Complete responses as ``decode_responses`` shows them ("12", "" for a blank, "7777…"): all
+        N = 22621 in the order of complete_only, or those at the indices ``which`` (a list of ints)."""
+        resp, mask = (self._resp, self._mask) if which is None else (self._resp[which], self._mask[which])
+        ids = torch.cat([self.prompt_ids[:1].expand(len(resp), -1), resp], dim=1)
+        return decode_responses({"ids": ids, "prompt_len": PROMPT_LEN, "mask": mask})
 
     def response_text(self, d, s, a):
         """Text of the response (state s of depth d, then action a), e.g. ``"12<eos>"``."""
         toks = [(s // N_CONT ** (d - 1 - i)) % N_CONT for i in range(d)] + [int(ACTIONS[a])]
         return "".join(TOKENS[t] for t in toks)
-
-    def top_responses(self, logp, prompt, k=5):
-        """The k most likely complete responses of a policy to one prompt.
-
-        Returns [(text, prob, (d, s, a)), ...], most likely first; (d, s, a) locates the response.
-        """
-        p = self.prompts.index(prompt)
-        cands = []
-        for d, path in enumerate(path_logprobs([lp[p:p + 1] for lp in logp])):
-            lp = path[0].masked_fill(~TERMINAL[d], float("-inf")).flatten()
-            top = lp.topk(min(k, lp.numel()))
-            cands += [(v, (d, i // N_ACTIONS, i % N_ACTIONS))
-                      for v, i in zip(top.values.tolist(), top.indices.tolist())]
-        cands.sort(reverse=True)
-        return [(self.response_text(*where), math.exp(v), where) for v, where in cands[:k]]
 
 
 @functools.lru_cache(maxsize=4)
@@ -310,104 +284,5 @@ def from_complete(values):
     return trees
 
 
-# ----------------------------------------------------------------------------- results
-@dataclass
-class Stats:
-    """Exact expectations of one policy, averaged over the tree's prompts (uniform, as make_batch).
-
-    reward     E[r] with r = rm(digit_counts(y)) - rm_offset: the RM score WITH the offset
-               subtracted, the quantity train_rlhf logs as hist["rm"]
-    kl         KL(pi || pi_ref), nats per response (train_rlhf's hist["kl"] estimates it)
-    objective  J(pi) = reward - beta * kl
-    gold       E[gold_score];  acc  P(exact answer);  malformed  P(gold < 0);  digits  E[#digits]
-    kl_to_opt  KL(pi || pi*) when the optimum was given, else None; equals (J* - J(pi)) / beta
-    per_prompt the same quantities per prompt, (P,) tensors
-    """
-    beta: float
-    reward: float
-    kl: float
-    objective: float
-    gold: float
-    acc: float
-    malformed: float
-    digits: float
-    kl_to_opt: float = None
-    per_prompt: dict = field(default_factory=dict, repr=False)
-
-
-@dataclass
-class Optimum:
-    """The exact optimum pi* of J at one beta.
-
-    logp       tree tensors (P, S_d, 13): log pi*(a | s), usable wherever a policy's logp is
-    values     tree tensors (P, S_d): soft values V(s)
-    log_z      (P,) log Z(x);  objective  J* = mean over prompts of beta * log Z(x)
-    stats      policy_stats of pi* itself (its objective equals J*)
-    """
-    beta: float
-    logp: list
-    values: list
-    log_z: torch.Tensor
-    objective: float
-    stats: Stats
-
-
-def soft_values(ref_logp, rewards, beta):
-    """The backward pass: (values, logp) of the optimum, tree tensors (P, S_d) and (P, S_d, 13)."""
-    if not beta > 0:
-        raise ValueError(f"beta must be > 0 (beta -> 0 is the argmax of the reward), got {beta}")
-    values, logp = [None] * MAX_NEW, [None] * MAX_NEW
-    for d in reversed(DEPTHS):
-        q = rewards[d]
-        if d + 1 < MAX_NEW:                                   # continuing actions lead to V(child)
-            child = values[d + 1].view(q.shape[0], n_states(d), N_CONT)
-            q = torch.cat([child, q[..., N_CONT:]], dim=-1)
-        z = ref_logp[d] + q / beta                             # (P, S_d, 13)
-        lse = torch.logsumexp(z, dim=-1)                       # (P, S_d)
-        values[d] = beta * lse
-        logp[d] = z - lse[..., None]
-    return values, logp
-
-
-def exact_optimum(tree, ref_logp, rewards, beta):
-    """pi* = pi_ref exp(r / beta) / Z on every prompt of ``tree``, with its statistics.
-
-    Args:
-        tree: a ResponseTree of P prompts; ref_logp: tree.logprobs(reference model);
-        rewards: tree tensors, e.g. tree.rm_rewards(rm, rm_offset); beta: float > 0.
-    Returns:
-        an Optimum (log_z (P,), objective J*, logp of pi*, stats of pi*).
-    """
-    values, logp = soft_values(ref_logp, rewards, beta)
-    log_z = values[0][:, 0] / beta
-    stats = policy_stats(tree, logp, ref_logp, rewards, beta)
-    return Optimum(beta, logp, values, log_z, float(values[0][:, 0].mean()), stats)
-
-
-def policy_stats(tree, logp, ref_logp, rewards, beta, optimum=None):
-    """Exact E[r], KL(pi || pi_ref), J, gold, accuracy (and KL(pi || pi*)) of a policy.
-
-    Args:
-        logp: tree.logprobs(policy) (or an Optimum's logp); the rest as in exact_optimum;
-        optimum: an Optimum at the same beta, to also get KL(pi || pi*).
-    """
-    probs = response_probs(logp)
-    feats = sum(p.flatten(1)[:, None].bmm(f.flatten(1, 2))[:, 0] for p, f in zip(probs, tree.features))  # (P, 4)
-    pp = {"reward": expectation(probs, rewards), "kl": kl_divergence(logp, ref_logp),
-          **{name: feats[:, k] for k, name in enumerate(FEATURES)}}
-    pp["objective"] = pp["reward"] - beta * pp["kl"]
-    if optimum is not None:
-        pp["kl_to_opt"] = kl_divergence(logp, optimum.logp)
-    means = {k: float(v.mean()) for k, v in pp.items()}
-    return Stats(beta=beta, per_prompt=pp, **means)
-
-
-def exact_optimum_of(ref_model, rm, rm_offset, beta, prompts=None):
-    """One line from models to the optimum: build the tree, run the reference model, solve."""
-    tree = ResponseTree.build(prompts)
-    return exact_optimum(tree, tree.logprobs(ref_model), tree.rm_rewards(rm, rm_offset), beta)
-
-
 __all__ = ["ACTIONS", "TERMINAL", "ALL_PROMPTS", "FEATURES", "ResponseTree", "reach_logprobs", "path_logprobs",
-           "response_probs", "expectation", "kl_divergence", "complete_only", "from_complete", "Stats",
-           "Optimum", "soft_values", "exact_optimum", "policy_stats", "exact_optimum_of"]
+           "response_probs", "expectation", "kl_divergence", "complete_only", "from_complete"]

@@ -97,10 +97,34 @@ def answer_tokens(ids):
 
 
 # ----------------------------------------------------------------------------- the model
+# [i, j]: 0 where position i sees position j (j <= i), -inf where it does not
+_CAUSAL = torch.zeros(MAX_LEN, MAX_LEN).masked_fill(torch.ones(MAX_LEN, MAX_LEN, dtype=torch.bool).triu(1),
+                                                     float("-inf"))
+_POSITIONS = torch.arange(MAX_LEN)
+
+
 def causal_attention(q, k, v):
-    """Causal self-attention: q, k, v (..., L, h, d/h) -> (..., L, h, d/h); position t sees 0..t."""
+    """Causal self-attention of the last Lq of Lk positions: q (..., Lq, h, d/h), k and v
+    (..., Lk, h, d/h) -> (..., Lq, h, d/h). Query i is position Lk - Lq + i and sees 0..Lk - Lq + i;
+    with Lq = Lk that is plain causal attention, with Lq = 1 the newest position over all the others."""
     t = lambda z: z.transpose(-3, -2)                                   # heads before positions
-    return t(F.scaled_dot_product_attention(t(q), t(k), t(v), is_causal=True))
+    Lq, Lk = q.shape[-3], k.shape[-3]
+    if Lq == Lk:
+        return t(F.scaled_dot_product_attention(t(q), t(k), t(v), is_causal=True))
+    mask = None if Lq == 1 else _CAUSAL[Lk - Lq:Lk, :Lk]                # the newest position sees them all
+    return t(F.scaled_dot_product_attention(t(q), t(k), t(v), attn_mask=mask))
+
+
+def extending(cache):
+    """An attention function (see ``Block``) for incremental decoding: the new positions' keys and
+    values are appended to ``cache`` (a list: empty, then [k, v] of every position so far) and the
+    new queries attend over all of them. One cache per block; ``sample`` uses it."""
+    def attend(q, k, v):                                                # (..., L_new, h, d/h)
+        if cache:
+            k, v = torch.cat([cache[0], k], dim=-3), torch.cat([cache[1], v], dim=-3)
+        cache[:] = [k, v]
+        return causal_attention(q, k, v)
+    return attend
 
 
 class Block(nn.Module):
@@ -108,7 +132,9 @@ class Block(nn.Module):
 
     ``block(x)`` with x (..., L, d) is causal self-attention over the L positions. ``block(x,
     attention=fn)`` lets ``fn(q, k, v)`` (each (..., L, h, d/h)) decide what each position attends
-    to: the response tree uses it to attend over a shared prompt and each state's ancestors.
+    to: the response tree uses it to attend over a shared prompt and each state's ancestors, and
+    ``sample`` to reuse the keys and values of earlier positions. ``block(x, last=n)`` computes only
+    the last n positions' outputs (..., n, d); their queries still see all L positions.
     """
 
     def __init__(self, d_model, n_heads):
@@ -120,8 +146,10 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
 
-    def forward(self, x, attention=causal_attention):                  # x: (..., L, d)
+    def forward(self, x, attention=causal_attention, last=None):       # x: (..., L, d)
         q, k, v = self.qkv(self.ln1(x)).unflatten(-1, (3, self.n_heads, -1)).unbind(-3)
+        if last is not None:                                            # queries of the last positions only
+            q, x = q.narrow(-3, q.shape[-3] - last, last), x.narrow(-2, x.shape[-2] - last, last)
         x = x + self.proj(attention(q, k, v).flatten(-2))
         return x + self.mlp(self.ln2(x))
 
@@ -130,7 +158,8 @@ class TinyLM(nn.Module):
     """A one-layer causal transformer over the 15-token vocabulary (about 14k parameters).
 
     ``model(ids)`` with ids (B, L), L <= 9, returns logits (B, L, V): logits[:, t] is the
-    distribution of the token at position t + 1.
+    distribution of the token at position t + 1. ``model(ids, last=n)`` returns those of the last
+    n positions only, (B, n, V), at less cost (what log-probs of a response need).
     """
 
     def __init__(self, d_model=32, n_heads=4, n_layers=1):
@@ -141,8 +170,8 @@ class TinyLM(nn.Module):
         self.ln_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, VOCAB_SIZE)
 
-    def hidden(self, ids, positions=None, attention=None):
-        """Final hidden states (..., L, d) of ids (..., L).
+    def hidden(self, ids, positions=None, attention=None, last=None):
+        """Final hidden states (..., L, d) of ids (..., L), or of the last ``last`` positions only.
 
         positions: (L,) the position of each column, 0..L-1 by default. attention: one function
         per block (see ``Block``), causal self-attention by default.
@@ -150,14 +179,15 @@ class TinyLM(nn.Module):
         if positions is None:
             if ids.shape[-1] > MAX_LEN:
                 raise ValueError(f"TinyLM reads at most {MAX_LEN} tokens, got {ids.shape[-1]}")
-            positions = torch.arange(ids.shape[-1])
+            positions = _POSITIONS[:ids.shape[-1]]
         x = self.tok(ids) + self.pos(positions)
-        for block, attend in zip(self.blocks, attention or [causal_attention] * len(self.blocks)):
-            x = block(x, attend)
+        n = len(self.blocks)
+        for i, (block, attend) in enumerate(zip(self.blocks, attention or [causal_attention] * n)):
+            x = block(x, attend, last if i == n - 1 else None)
         return self.ln_f(x)
 
-    def forward(self, ids, positions=None, attention=None):
-        return self.head(self.hidden(ids, positions, attention))
+    def forward(self, ids, positions=None, attention=None, last=None):
+        return self.head(self.hidden(ids, positions, attention, last))
 
 
 def supervised_loss(model, prompt_ids, target):
@@ -185,9 +215,12 @@ def load_sft():
 # The rollout functions run a TinyLM, never a stand-in that hands them logits: the package samples
 # at temperature 1 only and computes log-probs only of its own model's outputs, so no lab task
 # (Lab 11's sample_with_temperature, response_logprobs, sequence_logprob) is a call away.
+_FORBID = torch.zeros(VOCAB_SIZE).index_fill(0, torch.tensor(NEVER_SAMPLED), float("-inf"))   # (V,)
+
+
 def _allowed_logits(logits):
     """Logits with BOS and PAD forbidden (-inf): the distribution the model samples from."""
-    return logits.index_fill(-1, torch.tensor(NEVER_SAMPLED), float("-inf"))
+    return logits + _FORBID
 
 
 def _check_model(model, who):
@@ -227,15 +260,19 @@ def sample(model, prompts, max_new=MAX_NEW, generator=None):
     B = ids.shape[0]
     done = torch.zeros(B, dtype=torch.bool)
     mask = torch.zeros(B, max_new)
+    resp = torch.full((B, max_new), PAD)
+    attention = [extending([]) for _ in model.blocks]                 # the keys and values so far
+    logits = model(ids, attention=attention, last=1)[:, -1]            # the prompt pass: (B, V)
     for t in range(max_new):
-        probs = F.softmax(_allowed_logits(model(ids)[:, -1, :]), dim=-1)
+        probs = F.softmax(_allowed_logits(logits), dim=-1)
         nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)
-        nxt = torch.where(done, torch.full_like(nxt, PAD), nxt)
+        resp[:, t] = nxt.masked_fill(done, PAD)
         mask[:, t] = (~done).float()
-        ids = torch.cat([ids, nxt[:, None]], dim=1)
         done |= nxt == EOS
+        if t + 1 < max_new:                                            # one new position per step
+            logits = model(resp[:, t:t + 1], positions=_POSITIONS[L + t:L + t + 1], attention=attention)[:, -1]
     model.train(was_training)
-    return {"ids": ids, "prompt_len": L, "mask": mask}
+    return {"ids": torch.cat([ids, resp], dim=1), "prompt_len": L, "mask": mask}
 
 
 def sequence_logprobs(model, out):
@@ -248,7 +285,8 @@ def sequence_logprobs(model, out):
     """
     _check_model(model, "sequence_logprobs")
     ids, L, mask = out["ids"], out["prompt_len"], out["mask"]
-    logp = torch.log_softmax(_allowed_logits(model(ids[:, :-1])[:, L - 1:]), dim=-1)   # (B, T, V)
+    T = ids.shape[1] - L
+    logp = torch.log_softmax(_allowed_logits(model(ids[:, :-1], last=T)), dim=-1)      # (B, T, V)
     # PAD has log-prob -inf; at padding read an allowed token's (finite) log-prob, then multiply by 0
     resp = torch.where(mask > 0, ids[:, L:], torch.full_like(ids[:, L:], EOS))
     return logp.gather(-1, resp[..., None]).squeeze(-1) * mask                        # (B, T)

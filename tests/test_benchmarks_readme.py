@@ -42,3 +42,20 @@ def test_science_json_holds_the_criteria_of_the_code():
         "benchmarks/results/science.json was made by other criteria than the code's: run `make science` (a full "
         f"run) and commit it.\n  only in the code: {sorted(code - committed)}\n  only in the JSON: {sorted(committed - code)}")
     assert len(data["seeds"]) == science.SEEDS and data["summary"][0].startswith("claims: ")
+
+
+@pytest.mark.parametrize("name", list(bench.MEASURED))
+def test_committed_bench_figures_measured_the_current_files(name):
+    """A committed bench figure is stale once the code it measured changed (its fingerprint, as the
+    Beyond PPO cache's): re-run the benchmark and commit its results with the README table."""
+    path = bench.RESULTS / name
+    if name == "make_test.json" and not path.exists():
+        pytest.skip("benchmarks/results/make_test.json not committed yet (python benchmarks/bench.py --make-test)")
+    assert path.exists(), f"{path.relative_to(BENCHMARKS.parent)} is missing: run `make bench` and commit it"
+    import json
+
+    committed = json.loads(path.read_text()).get("fingerprint")
+    assert committed == bench.fingerprint(name), (
+        f"{path.relative_to(BENCHMARKS.parent)} measured other files than the current ones "
+        f"({', '.join(bench.MEASURED[name])}): its figures are stale. Run `python benchmarks/bench.py"
+        f"{' --make-test' if name == 'make_test.json' else ''}` and commit the results and the README table")

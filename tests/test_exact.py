@@ -1,4 +1,4 @@
-"""The exact optimum of Lab 12's toy (course_utils.response_tree) against brute force and its own identities."""
+"""The exact optimum of Lab 12's toy (course_utils.response_tree, tree_optimum) against brute force and its own identities."""
 
 import itertools
 import math
@@ -7,8 +7,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_utils.response_tree import (ACTIONS, ALL_PROMPTS, TERMINAL, ResponseTree, complete_only, exact_optimum,
-                                exact_optimum_of, path_logprobs, policy_stats, response_probs)
+from course_staff.exact import exact_optimum_of
+from course_utils.response_tree import (ACTIONS, ALL_PROMPTS, TERMINAL, ResponseTree, complete_only, path_logprobs,
+                                        response_probs)
+from course_utils.tree_optimum import exact_optimum, policy_stats
 from course_utils.runs import RunCache
 from course_utils.views.optimum import OptimumSlider, compare_sweep, plot_sweep, print_sweep
 from course_utils.prefs import DigitRM, digit_counts, gold_score

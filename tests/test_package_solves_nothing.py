@@ -139,16 +139,16 @@ def sample_with_temperature(logits, temperature, generator=None):
         "kl_estimators": "k1, k2, k3 of sampled log-probs: nothing in course_utils computes a KL from samples "
                          "(KLEstimatorExperiment takes the student's own kl_estimators)",
         "tilted_optimum": {
-            "response_tree.soft_values on a one-level tree": '''
-from course_utils.response_tree import soft_values
+            "tree_optimum.soft_values on a one-level tree": '''
+from course_utils.tree_optimum import soft_values
 def tilted_optimum(ref_probs, rewards, beta):
     with np.errstate(divide="ignore"):
         ref = [torch.log(torch.as_tensor(ref_probs, dtype=torch.float64)).reshape(1, 1, -1)]
     values, logp = soft_values(ref, [torch.as_tensor(rewards, dtype=torch.float64).reshape(1, 1, -1)], beta)
     return logp[0].exp().reshape(ref_probs.shape).numpy(), float(values[0][0, 0]) / beta
 ''',
-            "response_tree.exact_optimum on a one-level tree": '''
-from course_utils.response_tree import exact_optimum
+            "tree_optimum.exact_optimum on a one-level tree": '''
+from course_utils.tree_optimum import exact_optimum
 def tilted_optimum(ref_probs, rewards, beta):
     with np.errstate(divide="ignore"):
         ref = [torch.log(torch.as_tensor(ref_probs, dtype=torch.float64)).reshape(1, 1, -1)]
@@ -174,8 +174,8 @@ def kl_objective(probs, ref_probs, rewards, beta):
 ''',
         },
         "token_level_optimum": {
-            "response_tree.soft_values on a two-level tree": '''
-from course_utils.response_tree import soft_values
+            "tree_optimum.soft_values on a two-level tree": '''
+from course_utils.tree_optimum import soft_values
 def token_level_optimum(first, second, rewards, beta):
     t = lambda a: torch.as_tensor(a, dtype=torch.float64)
     with np.errstate(divide="ignore"):

@@ -17,8 +17,10 @@ import torch
 from course_staff.beyond.methods import (Clock, DPOConfig, GRPOConfig, make_world, one_thread, preference_pairs,
                                          train_dpo, train_grpo, train_ppo)
 from course_utils.evaluation import METRICS, RESPONSE_METRICS, noise_ceiling, pair_accuracy
+from course_staff.exact import top_responses
 from course_utils.labeler import KAPPA, gold_score
-from course_utils.response_tree import ResponseTree, exact_optimum, policy_stats
+from course_utils.response_tree import ResponseTree
+from course_utils.tree_optimum import exact_optimum, policy_stats
 from course_utils.reward_model import digit_counts
 from course_utils.runtime import progress
 
@@ -70,7 +72,7 @@ class Referee:
 
     def top(self, policy, prompt=SHOWN_PROMPT, k=5):
         """The k most likely responses to one prompt: [[text, probability], ...]."""
-        return [[text, round(p, 4)] for text, p, _ in self.tree.top_responses(self.logp(policy), prompt, k)]
+        return [[text, round(p, 4)] for text, p, _ in top_responses(self.tree, self.logp(policy), prompt, k)]
 
     def worst_prompts(self, policy, n=3, k=3):
         """The n prompts whose accuracy the policy lowered most below the reference's:

@@ -411,30 +411,33 @@ class SampleExplorer(View):
     def _prepare(self):
         rm, rm_offset = self.runs.reward()
         models = {"SFT": self.runs.sft, **{label: self.runs.run(cfg)[0] for label, cfg in self.configs.items()}}
-        tree = ResponseTree.build()
-        texts = tree.answers()                                                  # N strings
+        self.tree = tree = ResponseTree.build()
         reward = complete_only(tree.rm_rewards(rm, rm_offset))                 # (P, N)
         values = torch.cat([reward[..., None], complete_only(tree.features)], dim=-1).float()   # (P, N, 5)
         self.columns = ("rm",) + FEATURES
         shown, _ = make_batch(self.n_show, random.Random(self.seed))
-        rows = torch.tensor([tree.prompts.index(p) for p in shown])
-        self.prompts, self.table = shown, {}
-        for name, model in models.items():
-            logp = [lp.float() for lp in tree.logprobs(model)]                  # float32: a table, not a proof
-            for t in self.temperatures:
-                if t == 0:                                                      # greedy: all mass on the argmax
-                    tempered = [F.one_hot(lp.argmax(-1), lp.shape[-1]).float().log() for lp in logp]
-                else:
-                    tempered = [torch.log_softmax(lp / t, dim=-1) for lp in logp]
-                probs = complete_only(response_probs(tempered))                  # (P, N), rows sum to 1
-                means = probs[:, None].bmm(values)[:, 0].mean(0)                     # (5,) over prompts
-                gen = torch.Generator().manual_seed(self.seed)
-                picks = torch.multinomial(probs[rows], 1, generator=gen)[:, 0]
-                self.table[t, name] = {
-                    "resp": [texts[n] for n in picks.tolist()],
-                    "answer_gold": values[rows, picks, 1].tolist(), "answer_rm": values[rows, picks, 0].tolist(),
-                    **{c: float(v) for c, v in zip(self.columns, means)}}
+        self.rows = torch.tensor([tree.prompts.index(p) for p in shown])
+        self.prompts, self.values = shown, values
+        self.logp = {name: [lp.float() for lp in tree.logprobs(model)]               # float32: a table, not a proof
+                     for name, model in models.items()}
         self.names = list(models)
+        self.table = {(t, name): self._entry(t, name) for name in self.names for t in self.temperatures}
+
+    def _entry(self, t, name):
+        """The answers and exact means of policy ``name`` at temperature ``t``."""
+        logp = self.logp[name]
+        if t == 0:                                                              # greedy: all mass on the argmax
+            tempered = [F.one_hot(lp.argmax(-1), lp.shape[-1]).float().log() for lp in logp]
+        else:
+            tempered = [torch.log_softmax(lp / t, dim=-1) for lp in logp]
+        probs = complete_only(response_probs(tempered))                          # (P, N), rows sum to 1
+        means = probs[:, None].bmm(self.values)[:, 0].mean(0)                    # (5,) over prompts
+        gen = torch.Generator().manual_seed(self.seed)
+        picks = torch.multinomial(probs[self.rows], 1, generator=gen)[:, 0]
+        return {"resp": self.tree.answers(picks.tolist()),
+                "answer_gold": self.values[self.rows, picks, 1].tolist(),
+                "answer_rm": self.values[self.rows, picks, 0].tolist(),
+                **{c: float(v) for c, v in zip(self.columns, means)}}
 
     @staticmethod
     def _cell(resp, gold, score):

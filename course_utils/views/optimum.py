@@ -5,18 +5,17 @@
     rows = compare_sweep(sweep, sft, rm, rm_offset)     # sweep: {beta: trained policy}
     print_sweep(rows); fig = plot_sweep(rows)
 
-Everything is exact: each policy is enumerated over every response (course_utils.response_tree), no
-sampling. The views follow the protocol of ``views.base`` and take a ``runs.RunCache``.
+Everything is exact: each policy is enumerated over every response (course_utils.response_tree) and
+the optimum solved on that tree (course_utils.tree_optimum), no sampling. The views follow the protocol of ``views.base`` and take a ``runs.RunCache``.
 """
 
 import math
 
 import numpy as np
-import torch
 from matplotlib.figure import Figure
 
-from course_utils.response_tree import (FEATURES, ResponseTree, complete_only, exact_optimum, path_logprobs,
-                                        policy_stats)
+from course_utils.response_tree import ResponseTree
+from course_utils.tree_optimum import TiltedOptimum, exact_optimum, policy_stats
 from course_utils.runs import SWEEP_BETAS
 from course_utils.views.base import FastFigure, PngFigure, View, show_slider
 
@@ -36,7 +35,7 @@ def compare_sweep(sweep, sft_model, rm, rm_offset, tree=None):
         rm, rm_offset: the reward r(y) = rm(digit_counts(y)) - rm_offset that PPO maximized.
     Returns:
         a list of dicts, one per beta (ascending): beta, beta_used (BETA_ZERO for beta = 0),
-        ppo and opt (course_utils.response_tree.Stats; ppo.kl_to_opt = KL(pi_PPO || pi*)), sft (Stats).
+        ppo and opt (course_utils.tree_optimum.Stats; ppo.kl_to_opt = KL(pi_PPO || pi*)), sft (Stats).
     """
     tree = tree or ResponseTree.build()
     ref = tree.logprobs(sft_model)
@@ -126,10 +125,10 @@ class OptimumComparison(View):
 class OptimumSlider(View):
     """The exact optimum's gold score, RM score and KL as beta moves, and its top responses to one prompt.
 
-    The tree, the reference's sequence log-probs, the rewards and the labeler's features of every
-    complete response are computed once; a new beta is then one softmax per prompt,
-    pi* = pi_ref exp(r / beta) / Z (the sequence-level form of exact_optimum's token-level product),
-    and a redraw of the moving parts only. ``update(beta)`` takes a few tens of ms.
+    The tree, the reference's log-probs, the rewards and the labeler's features are computed once
+    (``tree_optimum.TiltedOptimum``); a new beta is then a softmax over the reward levels of each
+    prompt, pi* = pi_ref exp(r / beta) / Z (the sequence-level form of exact_optimum's token-level
+    product), and a redraw of the moving parts only. ``update(beta)`` takes a few tens of ms.
     """
 
     def __init__(self, runs, betas=None, prompt="7+5=", prompts=None):
@@ -139,14 +138,8 @@ class OptimumSlider(View):
     def _prepare(self):
         rm, rm_offset = self.runs.reward()
         self.tree = ResponseTree.build(self.prompts)
-        ref = self.tree.logprobs(self.runs.sft)
-        # sequence-level arrays over the N = 22621 complete responses, float32 (a slider needs speed)
-        self.seq_ref = complete_only(path_logprobs(ref)).float()                       # (P, N)
-        self.seq_rewards = complete_only(self.tree.rm_rewards(rm, rm_offset)).float()   # (P, N)
-        self.columns = ("reward",) + FEATURES
-        self.seq_values = torch.cat([self.seq_rewards[..., None], complete_only(self.tree.features).float()],
-                                    dim=-1).transpose(1, 2).contiguous()                 # (P, 5, N)
-        self.texts = self.tree.answers()                                                 # N strings
+        self.optimum = TiltedOptimum(self.tree, self.tree.logprobs(self.runs.sft), self.tree.rm_rewards(rm, rm_offset))
+        self.seq_ref = self.optimum.seq_ref                                              # (P, N)
         self.p = self.tree.prompts.index(self.prompt)
         stats = [self.stats(b) for b in self.betas]
         self.curves = {k: np.array([s[k] for s in stats]) for k in stats[0]}
@@ -154,22 +147,9 @@ class OptimumSlider(View):
         self._build_figure()
 
     def stats(self, beta):
-        """Exact E[r], KL(pi* || pi_ref), gold, acc, malformed, digits of the optimum at beta (floats).
-
-        pi* = softmax(log pi_ref + r / beta) over each prompt's complete responses; the log-probs of
-        the bar chart's prompt are kept in ``self.prompt_logp`` (N,). beta = inf gives pi_ref itself.
-        """
-        z = torch.add(self.seq_ref, self.seq_rewards, alpha=1 / beta)                  # (P, N)
-        m = z.amax(1, keepdim=True)
-        e = z.sub_(m).exp()                                                             # z is now z - m
-        total = e.sum(1, keepdim=True)
-        self.prompt_logp = z[self.p] - total[self.p].log()                              # (N,)
-        per_prompt = self.seq_values.bmm(e[:, :, None])[..., 0] / total                # (P, 5)
-        out = dict(zip(self.columns, per_prompt.mean(0).tolist()))
-        log_z = (m + total.log())[:, 0]                                                 # (P,)
-        kl = 0.0 if math.isinf(beta) else float((per_prompt[:, 0] / beta - log_z).mean())
-        out["kl"] = max(kl, 0.0)                                    # KL(pi* || pi_ref) = E[r] / beta - log Z
-        return out
+        """Exact E[r], KL(pi* || pi_ref), gold, acc, malformed, digits of the optimum at beta (floats);
+        beta = inf gives pi_ref itself (``TiltedOptimum.stats``)."""
+        return self.optimum.stats(beta)
 
     def _build_figure(self):
         self.fig = Figure(figsize=(14, 3.8), dpi=80)
@@ -191,7 +171,7 @@ class OptimumSlider(View):
                 ax.axhline(self.sft[key], color="gray", ls="--", lw=1, label="SFT model")
             ax.set_xscale("log")
             ax.set_xlabel(r"$\beta$")
-            ax.set_title(title, fontsize=10)
+            ax.set_title(title, fontsize=10, y=1.0)     # y given: no automatic title placement (slow)
             ax.legend(fontsize=8, loc="best")
             self.moving.append(ax.plot([], [], "o", color="k", ms=7)[0])
         self.keys = [k for k, _, _ in spec]
@@ -200,7 +180,7 @@ class OptimumSlider(View):
         ax.set_ylim(5.6, -0.6)
         ax.set_yticks([])
         ax.set_xlabel("probability")
-        ax.set_title(f"top responses of $\\pi^*$ to {self.prompt} (gray: $\\pi_{{ref}}$)", fontsize=10)
+        ax.set_title(f"top responses of $\\pi^*$ to {self.prompt} (gray: $\\pi_{{ref}}$)", fontsize=10, y=1.0)
         self.bars_opt = ax.barh(np.arange(6) - 0.2, np.zeros(6), 0.4, color="tab:green")
         self.bars_ref = ax.barh(np.arange(6) + 0.2, np.zeros(6), 0.4, color="gray")
         self.labels = [ax.text(0.02, i, "", va="center", fontsize=9) for i in range(6)]
@@ -214,13 +194,12 @@ class OptimumSlider(View):
         st = self.stats(beta)
         for marker, key in zip(self.moving, self.keys):
             marker.set_data([beta], [st[key]])
-        log_pi = self.prompt_logp
+        log_pi = self.optimum.response_logprobs(beta, self.p)
         top = log_pi.topk(6).indices.tolist()
-        for i, n in enumerate(top):
+        for i, (n, text) in enumerate(zip(top, self.tree.answers(top))):
             prob, prob_ref = math.exp(log_pi[n]), math.exp(self.seq_ref[self.p, n])
             self.bars_opt[i].set_width(prob)
             self.bars_ref[i].set_width(prob_ref)
-            text = self.texts[n]
             shown = ("(blank)" if not text else repr(text[:-1]) + " (no EOS)" if text.endswith("…")
                      else repr(text))
             self.labels[i].set_text(shown)
