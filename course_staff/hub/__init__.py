@@ -1,0 +1,41 @@
+"""A local JupyterHub for a dry run of the course as a class takes it: real Unix users, one exchange.
+
+    python -m course_staff.hub install        # jupyterhub (pinned) into .venv, the proxy from npm
+    python -m course_staff.hub start          # or: make hub       (root: it creates Unix users)
+    python -m course_staff.hub stop           # or: make hub-stop  (removes all that start made)
+
+``start`` lays out everything under one folder (ROOT, /srv/rl-for-llms-hub unless --root says):
+
+    env/         the servers' Python: a hard-linked copy of .venv without the course's editable
+                 install, with course_utils installed from the student edition (no course_staff)
+    etc/         Jupyter config per role: every user's nbgrader_config.py (course id, exchange);
+                 the students' servers without Formgrader, Course List and Create Assignment
+    exchange/    nbgrader's exchange, with the permissions of ``exchange.LAYOUT``
+    postgres/    the PostgreSQL server of ``make postgres``, password-protected: the gradebook
+                 (NBGRADER_DB_URL, the instructor's server only) and the hub's own database
+    hub/         JupyterHub's state (cookie secret, log, pid) and hub.json (users, passwords, URL)
+
+and creates the users of ``accounts.users(prefix)``: one instructor, whose home is the course
+directory (nbgrader_config.py, source/, release/, course_staff/), and three students. JupyterHub
+logs them in with PAM (their Unix passwords) and starts each one's JupyterLab with the
+LocalProcessSpawner, as that user. The hub's configuration is ``jupyterhub_config.py`` beside
+this file; it reads hub.json.
+"""
+
+from pathlib import Path
+
+JUPYTERHUB = "6.1.1"                 # from PyPI, into .venv (install)
+PROXY = "5.3.0"                      # configurable-http-proxy, from npm, into .venv/proxy
+COURSE = "rl-for-llms"               # nbgrader's course id (as in nbgrader_config.py)
+DEFAULT_ROOT = Path("/srv/rl-for-llms-hub")
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+STATE = "hub/hub.json"               # under ROOT
+
+
+def layout(root):
+    """{name: path} of what ``start`` makes under ``root``."""
+    root = Path(root)
+    return {"root": root, "env": root / "env", "etc": root / "etc", "exchange": root / "exchange",
+            "postgres": root / "postgres", "hub": root / "hub", "state": root / STATE,
+            "edition": root / "edition"}
