@@ -17,7 +17,7 @@ PGDIR  := .postgres
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: help setup lab student-edition test test-fast check-config release autograde feedback grades bench science sft browser clean
-.PHONY: record clear-manual postgres postgres-install postgres-stop bench-class
+.PHONY: record clear-manual postgres postgres-install postgres-stop bench-class hub hub-install hub-stop
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -44,7 +44,7 @@ browser:  ## install Debian's chromium for the browser tests when it is missing
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium is missing: install it (apt-get install chromium) to run the browser tests"; fi; }
 
-test: setup browser postgres-install  ## run every test: course_utils, labs, mutants, nbgrader lifecycle, browser
+test: setup browser postgres-install hub-install  ## run every test: course_utils, labs, mutants, nbgrader lifecycle, browser
 	$(PY) -m pytest -q -n 2 --dist loadfile   # two workers: one file each at a time
 
 test-fast: setup  ## the unit tests only (seconds)
@@ -84,6 +84,15 @@ postgres: postgres-install  ## start a throwaway local PostgreSQL gradebook (a T
 
 postgres-stop: setup  ## stop it and delete its data
 	$(PY) -m course_staff.postgres stop $(PGDIR)
+
+hub-install: setup postgres-install  ## install the hub's pinned jupyterhub (PyPI) and configurable-http-proxy (npm) when missing
+	$(PY) -m course_staff.hub install
+
+hub: hub-install  ## a local JupyterHub (root): 1 instructor, 3 students, the exchange, PostgreSQL; prints URL and passwords
+	$(PY) -m course_staff.hub start
+
+hub-stop: setup  ## stop it and remove its users, their homes, the exchange, its processes and state
+	$(PY) -m course_staff.hub stop
 
 bench: setup  ## time every path students, TAs and instructors wait on
 	$(PY) benchmarks/bench.py

@@ -39,3 +39,20 @@ def layout(root):
     return {"root": root, "env": root / "env", "etc": root / "etc", "exchange": root / "exchange",
             "postgres": root / "postgres", "hub": root / "hub", "state": root / STATE,
             "edition": root / "edition"}
+
+
+def server_environment(state, name):
+    """The environment of user ``name``'s server (and of what the instructor runs as a TA): the
+    servers' Python first on PATH, the Jupyter config of the user's role, and for the instructor
+    the course folder on PYTHONPATH (its course_staff), the exchange and the gradebook."""
+    import pwd
+
+    etc, home = state["etc"], pwd.getpwnam(name).pw_dir
+    role = "instructor" if name == state["instructor"] else "student"
+    env = {"PATH": f"{state['env']}/bin:/usr/local/bin:/usr/bin:/bin",
+           "JUPYTER_CONFIG_PATH": f"{etc}/{role}:{etc}/common",
+           "PYTHONNOUSERSITE": "1",
+           "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+    if role == "instructor":
+        env.update(PYTHONPATH=home, NBGRADER_DB_URL=state["db_url"], NBGRADER_EXCHANGE=state["exchange"])
+    return env

@@ -15,7 +15,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from course_staff.hub import COURSE, DEFAULT_ROOT, HERE, JUPYTERHUB, PROXY, REPO, accounts, environment, exchange, layout
+from course_staff.hub import (COURSE, DEFAULT_ROOT, HERE, JUPYTERHUB, PROXY, REPO, accounts, environment, exchange,
+                              layout, server_environment)
 
 VENV = REPO / ".venv"
 PROXY_BIN = VENV / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
@@ -99,6 +100,10 @@ def _write_config(paths, exchange_root):
         "c = get_config()  # noqa: F821\n"
         f"c.CourseDirectory.course_id = {COURSE!r}\n"
         f"c.Exchange.root = {str(exchange_root)!r}\n")
+    # Formgrader and the Assignments tab open in an iframe of the lab, which the single-user server
+    # of JupyterHub forbids unless told otherwise (a blank "refused to connect" tab)
+    (etc / "common" / "jupyter_server_config.json").write_text(json.dumps({"ServerApp": {"tornado_settings": {
+        "headers": {"Content-Security-Policy": "frame-ancestors 'self'"}}}}, indent=1))
     student = etc / "student"
     (student / "labconfig").mkdir(parents=True)
     (student / "jupyter_server_config.json").write_text(json.dumps({"ServerApp": {"jpserver_extensions": {
@@ -107,7 +112,7 @@ def _write_config(paths, exchange_root):
     (student / "labconfig" / "page_config.json").write_text(json.dumps({"disabledExtensions": {
         "@jupyter/nbgrader:formgrader": True, "@jupyter/nbgrader:course-list": True,
         "@jupyter/nbgrader:create-assignment": True}}, indent=1))
-    (etc / "instructor").mkdir()
+    (etc / "instructor").mkdir()        # the instructor keeps every nbgrader extension
     for path in [etc, *etc.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
 
@@ -185,12 +190,13 @@ def start(root, prefix):
     # the gradebook knows the labs before anyone opens Formgrader (as `make record` does)
     _run(paths["env"] / "bin" / "python", "-m", "course_staff.class_grading", "record", "lab11", "lab12",
          user=names["instructor"], cwd=pwd.getpwnam(names["instructor"]).pw_dir,
-         env=_instructor_env(state))
+         env={**server_environment(state, names["instructor"]), "HOME": pwd.getpwnam(names["instructor"]).pw_dir})
     log = paths["hub"] / "jupyterhub.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NBGRADER", "JUPYTER", "PYTHON"))}
-    env.update(COURSE_HUB_STATE=str(paths["state"]), PATH=f"{paths['env']}/bin:{env.get('PATH', '')}")
-    with open(log, "w") as out:
-        proc = subprocess.Popen([str(paths["env"] / "bin" / "jupyterhub"), "-f", str(HERE / "jupyterhub_config.py")],
+    env.update(COURSE_HUB_STATE=str(paths["state"]), PATH=f"{VENV / 'bin'}:{env.get('PATH', '')}",
+               PYTHONPATH=str(REPO))
+    with open(log, "w") as out:     # the hub runs as root from .venv (it imports course_staff.hub)
+        proc = subprocess.Popen([str(VENV / "bin" / "jupyterhub"), "-f", str(HERE / "jupyterhub_config.py")],
                                 cwd=paths["hub"], env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     state["pid"] = proc.pid
@@ -204,14 +210,6 @@ def start(root, prefix):
     print(f"\nexchange {paths['exchange']}; gradebook on PostgreSQL (NBGRADER_DB_URL in the "
           f"instructor's server); `make hub-stop` removes it all")
     return state
-
-
-def _instructor_env(state):
-    home = pwd.getpwnam(state["instructor"]).pw_dir
-    return {"PATH": f"{state['env']}/bin:/usr/bin:/bin", "HOME": home, "PYTHONPATH": home,
-            "NBGRADER_DB_URL": state["db_url"], "NBGRADER_EXCHANGE": state["exchange"],
-            "JUPYTER_CONFIG_PATH": f"{state['etc']}/instructor:{state['etc']}/common",
-            "PYTHONWARNINGS": "ignore"}
 
 
 # -- stop ------------------------------------------------------------------------------------------

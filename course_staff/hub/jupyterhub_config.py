@@ -1,15 +1,16 @@
 """JupyterHub's configuration for the course's local hub (`make hub`), read from hub.json.
 
 `python -m course_staff.hub start` writes ROOT/hub/hub.json and starts
-`jupyterhub -f <this file>` with COURSE_HUB_STATE naming it. Everything a user's server needs
-comes from the environment set here: the servers' Python (ROOT/env), the Jupyter config of the
-user's role (ROOT/etc/student or ROOT/etc/instructor, then ROOT/etc/common) and, for the
-instructor only, the exchange and the gradebook's URL.
+`jupyterhub -f <this file>` (the course's .venv, as root) with COURSE_HUB_STATE naming it. Everything a user's server needs
+comes from the environment set here (``server_environment``): the servers' Python (ROOT/env), the
+Jupyter config of the user's role (ROOT/etc/student or ROOT/etc/instructor, then ROOT/etc/common)
+and, for the instructor only, the exchange and the gradebook's URL.
 """
 
 import json
 import os
-import pwd
+
+from course_staff.hub import server_environment
 
 state = json.load(open(os.environ["COURSE_HUB_STATE"]))
 c = get_config()  # noqa: F821  (provided by traitlets)
@@ -40,19 +41,7 @@ c.Spawner.args = ["--ServerApp.terminals_enabled=True"]
 
 
 def role_environment(spawner):
-    name = spawner.user.name
-    role = "instructor" if name == state["instructor"] else "student"
-    etc = state["etc"]
-    env = {
-        "PATH": f"{state['env']}/bin:/usr/local/bin:/usr/bin:/bin",
-        "JUPYTER_CONFIG_PATH": f"{etc}/{role}:{etc}/common",
-        "PYTHONNOUSERSITE": "1",
-        "MPLBACKEND": "module://matplotlib_inline.backend_inline",
-    }
-    if role == "instructor":
-        env.update(NBGRADER_DB_URL=state["db_url"], NBGRADER_EXCHANGE=state["exchange"],
-                   PYTHONPATH=pwd.getpwnam(name).pw_dir)   # its home is the course: course_staff
-    spawner.environment.update(env)
+    spawner.environment.update(server_environment(state, spawner.user.name))
 
 
 c.Spawner.pre_spawn_hook = role_environment
