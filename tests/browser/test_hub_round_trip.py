@@ -37,7 +37,7 @@ import nbformat
 import pytest
 
 from course_staff import harness
-from course_staff.hub import COURSE, server_environment
+from course_staff.hub import COURSE, exchange, server_environment
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -260,8 +260,16 @@ def _hub_scores(state, students):
         for s in students:
             sub = gb.find_submission(LAB, s)
             scores[s] = {g.name: counted_score(g) for nb in sub.notebooks for g in nb.grades}
-            penalties[s] = sub.late_submission_penalty
+            penalties[s] = sub.late_submission_penalty or 0.0
     return scores, penalties
+
+
+def _notebook_id(state, student):
+    """The gradebook's id of ``student``'s lab11 notebook (Formgrader's grading page is by id)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(state["db_url"]) as gb:
+        return gb.find_submission_notebook(LAB, LAB, student).id
 
 
 def _hidden_test_lines():
@@ -303,26 +311,28 @@ def test_lab11_round_trip_on_jupyterhub(hub, browser, tmp_path):
     written_id, written_points = next(iter(written.items()))
 
     # -- the exchange as `make hub` laid it out
-    modes = {p.relative_to(state["exchange"]).as_posix() or ".": oct(p.stat().st_mode & 0o7777)
-             for p in [Path(state["exchange"]), *Path(state["exchange"]).rglob("*") if p.is_dir()]}
-    assert modes["."] == "0o1777" and modes[f"{COURSE}/inbound"] == "0o3733", modes
+    laid = exchange.modes(state["exchange"])
+    expected = {rel: ("root" if owner == "root" else instructor, mode) for rel, (owner, mode) in exchange.LAYOUT.items()}
+    assert laid == expected, f"the exchange's folders (owner, mode): {laid}, expected {expected}"
 
     # -- 1. the due date and the extensions (the gradebook, as the instructor), then the release
     due = datetime.now(timezone.utc) - timedelta(hours=2)
     _as(state, instructor, f"""python - <<'EOF'
+from datetime import timedelta
 from nbgrader.api import Gradebook
 import os
 with Gradebook(os.environ["NBGRADER_DB_URL"]) as gb:
     gb.update_or_create_assignment("{LAB}", duedate="{due.strftime('%Y-%m-%d %H:%M:%S')}")
     for s in ("{s1}", "{s2}", "{s3}"):
         gb.update_or_create_student(s)
-    for s in ("{s1}", "{s2}"):
-        gb.grant_extension("{LAB}", s, days=1)
+    for s in ("{s1}", "{s2}"):       # nbgrader's per-student extension, on the submission's record
+        gb.update_or_create_submission("{LAB}", s, extension=timedelta(days=1))
 EOF""")
     teacher = _login(browser, state, instructor)
     with step(teacher, "instructor-releases-lab11-in-formgrader"):
         frame, row = _formgrader(teacher)
         row.locator("td.release a").click()
+        _modal_ok(frame)
         row.locator("td.status", has_text="released").wait_for()
     assert (Path(inbound).parent / "outbound" / LAB / f"{LAB}.ipynb").exists()
 
@@ -362,8 +372,6 @@ EOF""")
         frame, row = _formgrader(teacher)
         row.locator("td.collect a").click()
         _modal_ok(frame)
-        frame, row = _formgrader(teacher)
-        row.locator("td.num-submissions", has_text="3").wait_for()
     for s in (s1, s2, s3):
         assert (Path(f"/home/{instructor}/submitted/{s}/{LAB}/{LAB}.ipynb")).exists(), s
     t0 = time.monotonic()
@@ -378,6 +386,11 @@ EOF""")
         page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^New$")).hover()
         page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Terminal$")).click()
         page.locator(".jp-Terminal .xterm").first.wait_for()
+        try:                                         # the shell's prompt: the terminal is connected
+            page.wait_for_function("() => /\\$/.test((document.querySelector('.jp-Terminal .xterm-rows') "
+                                   "|| {textContent: ''}).textContent)", timeout=30_000)
+        except Exception:   # noqa: BLE001 -- a canvas renderer has no text rows: wait a little
+            page.wait_for_timeout(3000)
         page.locator(".jp-Terminal .xterm").first.click()
         page.keyboard.type(f"({probe}) > ~/probe.txt; ln -s {inbound} ~/peek-inbound; "
                            f"ln -s /home/{instructor} ~/peek-course; cat ~/probe.txt\n")
@@ -404,14 +417,13 @@ EOF""")
     assert all(code >= 400 for code in browse.values()), f"the file browser opened another's folder: {browse}"
 
     # the negative control: the same probe, the exchange and the course folder world-readable
-    saved = {p: p.stat().st_mode & 0o7777 for p in (Path(inbound), Path(f"/home/{instructor}"))}
-    subprocess.run(["chmod", "-R", "a+rX", state["exchange"], f"/home/{instructor}"], check=True)
+    trees = (Path(state["exchange"]), Path(f"/home/{instructor}"))
+    saved = {p: p.lstat().st_mode & 0o7777 for t in trees for p in [t, *t.rglob("*")] if not p.is_symlink()}
+    subprocess.run(["chmod", "-R", "a+rX", *map(str, trees)], check=True)
     try:
         control = _verdicts(_as(state, s2, probe, check=False))
         code_control, _ = _api(page, state, s2, "contents/peek-inbound?content=1")
     finally:
-        subprocess.run(["chmod", "-R", "o-rwx", f"/home/{instructor}"], check=True)
-        subprocess.run(["chmod", "-R", "o-r", inbound], check=True)
         for path, mode in saved.items():
             os.chmod(path, mode)
     print("[hub] the same probe, world-readable:", json.dumps(control, indent=1), "file browser:", code_control)
@@ -425,15 +437,21 @@ EOF""")
     # -- 5. a written answer graded by hand, feedback
     with step(teacher, f"instructor-grades-{written_id}-of-{s1}"):
         teacher.goto(f"{state['url']}/user/{instructor}/formgrader/gradebook/{LAB}/{LAB}")
-        teacher.locator("tr", has_text=s1).locator("a").first.click()
+        teacher.locator("#main-table tr").first.wait_for()
+        teacher.goto(f"{state['url']}/user/{instructor}/formgrader/submissions/{_notebook_id(state, s1)}")
         score = teacher.locator(f"input.score#{written_id}")
         score.wait_for()
+        score.scroll_into_view_if_needed()
         score.fill(str(written_points / 2))
         score.press("Tab")
-        teacher.wait_for_timeout(1500)
+        deadline = time.monotonic() + 30
+        while _hub_scores(state, (s1,))[0][s1][written_id] != written_points / 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
     hub_scores, penalties = _hub_scores(state, (s1, s2, s3))
     assert hub_scores[s1][written_id] == written_points / 2, hub_scores[s1]
     with step(teacher, "instructor-generates-and-releases-feedback"):
+        teacher.goto(f"{state['url']}/user/{instructor}/lab")
+        teacher.locator(".jp-LabShell").wait_for()
         frame, row = _formgrader(teacher)
         for column in ("generate-feedback", "release-feedback"):
             row.locator(f"td.{column} a").click()
@@ -496,4 +514,5 @@ EOF""")
         assert shown and abs(float(shown.group(1)) - expected) < 0.01, \
             f"{s}: feedback shows {shown and shown.group(0)}, the gradebook {expected}"
         assert not [line for line in hidden if line in html], f"{s}'s feedback quotes a hidden test"
+        assert ("Late submission penalty" in html) == (s == s3), f"{s}: the late penalty in the feedback"
     print(f"[hub] round trip (after the hub started): {time.monotonic() - t_start:.0f} s")
