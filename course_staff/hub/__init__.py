@@ -8,6 +8,8 @@
 
     env/         the servers' Python: a hard-linked copy of .venv without the course's editable
                  install, with course_utils installed from the student edition (no course_staff)
+    python/      the base Python of .venv, hard-linked, when the original is not readable by
+                 every user (pyenv under /root)
     etc/         Jupyter config per role: every user's nbgrader_config.py (course id, exchange);
                  the students' servers without Formgrader, Course List and Create Assignment
     exchange/    nbgrader's exchange, with the permissions of ``exchange.LAYOUT``
@@ -38,7 +40,7 @@ def layout(root):
     root = Path(root)
     return {"root": root, "env": root / "env", "etc": root / "etc", "exchange": root / "exchange",
             "postgres": root / "postgres", "hub": root / "hub", "state": root / STATE,
-            "edition": root / "edition"}
+            "edition": root / "edition", "python": root / "python"}
 
 
 def server_environment(state, name):
@@ -53,6 +55,8 @@ def server_environment(state, name):
            "JUPYTER_CONFIG_PATH": f"{etc}/{role}:{etc}/common",
            "PYTHONNOUSERSITE": "1",
            "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+    if state.get("ld_library_path"):
+        env["LD_LIBRARY_PATH"] = state["ld_library_path"]
     if role == "instructor":
         env.update(PYTHONPATH=home, NBGRADER_DB_URL=state["db_url"], NBGRADER_EXCHANGE=state["exchange"])
     return env

@@ -168,8 +168,8 @@ def start(root, prefix):
     print(f"student edition -> {paths['edition']}", flush=True)
     _run(VENV / "bin" / "python", "-m", "course_staff.edition", paths["edition"], cwd=REPO)
     print(f"servers' Python -> {paths['env']}", flush=True)
-    environment.build(VENV, paths["env"], paths["edition"])
-    problems = environment.leftovers(paths["env"])
+    lib = environment.build(VENV, paths["env"], paths["edition"], paths["python"])
+    problems = environment.leftovers(paths["env"], lib)
     if problems:
         raise RuntimeError(f"the servers' Python reaches the checkout: {problems}")
     for name in [names["instructor"], *names["students"]]:
@@ -184,7 +184,7 @@ def start(root, prefix):
     state.update(
         url=f"http://127.0.0.1:{port}", hub_port=_free_port(), proxy_api_port=_free_port(),
         proxy=str(PROXY_BIN), env=str(paths["env"]), etc=str(paths["etc"]),
-        exchange=str(paths["exchange"]), db_url=db_url, hub_db_url=hub_db_url,
+        exchange=str(paths["exchange"]), db_url=db_url, ld_library_path=lib, hub_db_url=hub_db_url,
         instructor=names["instructor"], students=names["students"])
     paths["state"].write_text(json.dumps(state))
     # the gradebook knows the labs before anyone opens Formgrader (as `make record` does)
