@@ -40,7 +40,7 @@ def make(root, instructor):
         path.mkdir(parents=True, exist_ok=True)
         pw = pwd.getpwnam(instructor if owner == "instructor" else "root")
         os.chown(path, pw.pw_uid, pw.pw_gid)
-        os.chmod(path, mode)          # after chown, which would clear setgid
+        os.chmod(path, mode)
     return root
 
 
