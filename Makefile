@@ -86,6 +86,10 @@ postgres-stop: setup  ## stop it and delete its data
 	$(PY) -m course_staff.postgres stop $(PGDIR)
 
 hub-install: setup postgres-install  ## install the hub's pinned jupyterhub (PyPI) and configurable-http-proxy (npm) when missing
+	@command -v npm >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+	  else echo "npm is missing: install Node.js and npm (apt-get install nodejs npm) for the hub"; fi; }
 	$(PY) -m course_staff.hub install
 
 hub: hub-install  ## a local JupyterHub (root): 1 instructor, 3 students, the exchange, PostgreSQL; prints URL and passwords

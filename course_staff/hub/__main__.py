@@ -145,17 +145,22 @@ def _wait_for(url, proc, log, timeout_s=120):
     raise RuntimeError(f"jupyterhub did not answer within {timeout_s} s:\n{Path(log).read_text()[-4000:]}")
 
 
+def _cannot_start(root, prefix):
+    """Why ``start`` must not begin (a message), or None."""
+    paths, names = layout(root), accounts.users(prefix)
+    if paths["state"].exists():
+        return f"a hub is recorded in {paths['state']}: `make hub-stop` first"
+    if not PROXY_BIN.exists():
+        return "configurable-http-proxy is missing: `make hub` installs it (python -m course_staff.hub install)"
+    taken = [n for n in [names["instructor"], *names["students"]] if accounts.exists(n)]
+    if taken:
+        return f"users {', '.join(taken)} exist already: `make hub-stop` first, or another --prefix"
+    return None
+
+
 def start(root, prefix):
     accounts.require_root()
-    paths = layout(root)
-    if paths["state"].exists():
-        raise SystemExit(f"a hub is recorded in {paths['state']}: `make hub-stop` first")
-    if not PROXY_BIN.exists():
-        raise SystemExit("configurable-http-proxy is missing: `make hub` installs it (python -m course_staff.hub install)")
-    names = accounts.users(prefix)
-    for name in [names["instructor"], *names["students"]]:
-        if accounts.exists(name):
-            raise SystemExit(f"user {name} exists already: `make hub-stop` first, or --prefix another")
+    paths, names = layout(root), accounts.users(prefix)
     root = paths["root"]
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o755)
@@ -262,9 +267,15 @@ def main(argv=None):
             p.add_argument("--prefix", default="rl", help="user names: PREFIX-instructor, PREFIX-student1, ...")
     args = parser.parse_args(argv)
     try:
+        if args.command != "install":
+            accounts.require_root()
         if args.command == "install":
             install()
         elif args.command == "start":
+            refusal = _cannot_start(args.root, args.prefix)
+            if refusal:                        # before anything is made: nothing to undo
+                print(refusal, file=sys.stderr)
+                return 1
             try:
                 start(args.root, args.prefix)
             except BaseException:

@@ -388,7 +388,7 @@ EOF""")
         page.locator(".jp-Terminal .xterm").first.wait_for()
         try:                                         # the shell's prompt: the terminal is connected
             page.wait_for_function("() => /\\$/.test((document.querySelector('.jp-Terminal .xterm-rows') "
-                                   "|| {textContent: ''}).textContent)", timeout=30_000)
+                                   "|| {textContent: ''}).textContent)", timeout=15_000)
         except Exception:   # noqa: BLE001 -- a canvas renderer has no text rows: wait a little
             page.wait_for_timeout(3000)
         page.locator(".jp-Terminal .xterm").first.click()
@@ -439,14 +439,19 @@ EOF""")
         teacher.goto(f"{state['url']}/user/{instructor}/formgrader/gradebook/{LAB}/{LAB}")
         teacher.locator("#main-table tr").first.wait_for()
         teacher.goto(f"{state['url']}/user/{instructor}/formgrader/submissions/{_notebook_id(state, s1)}")
+        teacher.wait_for_load_state("networkidle")      # the page's grade models are loaded
         score = teacher.locator(f"input.score#{written_id}")
-        score.wait_for()
         score.scroll_into_view_if_needed()
-        score.fill(str(written_points / 2))
-        score.press("Tab")
-        deadline = time.monotonic() + 30
-        while _hub_scores(state, (s1,))[0][s1][written_id] != written_points / 2 and time.monotonic() < deadline:
-            time.sleep(0.5)
+        for _ in range(3):                               # typed, then saved on change, as a TA does
+            score.click()
+            score.fill(str(written_points / 2))
+            score.dispatch_event("change")
+            deadline = time.monotonic() + 15
+            while _hub_scores(state, (s1,))[0][s1][written_id] != written_points / 2 and time.monotonic() < deadline:
+                time.sleep(0.5)
+            if _hub_scores(state, (s1,))[0][s1][written_id] == written_points / 2:
+                break
+        teacher.wait_for_timeout(500)
     hub_scores, penalties = _hub_scores(state, (s1, s2, s3))
     assert hub_scores[s1][written_id] == written_points / 2, hub_scores[s1]
     with step(teacher, "instructor-generates-and-releases-feedback"):
@@ -493,8 +498,9 @@ EOF""")
             page.goto(f"{state['url']}/user/{s}/lab")
             page.locator(".jp-LabShell").wait_for()
             _assignments(page)
+            page.locator("#refresh_assignments_list").click()
             page.locator("#submitted_assignments_list .list_item", has_text=LAB).first.get_by_role(
-                "button", name=re.compile("Fetch Feedback", re.I)).click()
+                "button", name=re.compile("Fetch Feedback", re.I)).click(timeout=120_000)
             deadline = time.monotonic() + 60
             html_path = None
             while time.monotonic() < deadline and html_path is None:
