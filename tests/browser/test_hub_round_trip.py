@@ -272,7 +272,10 @@ def _notebook_id(state, student):
         return gb.find_submission_notebook(LAB, LAB, student).id
 
 
-def _hidden_test_lines():
+def _hidden_test_lines(seen):
+    """The lines of the source's hidden tests that appear nowhere in ``seen`` (a notebook students
+    may see: the release with the solutions filled in), longer than 12 characters."""
+    visible = {line.strip() for cell in seen.cells for line in cell.source.splitlines()}
     lines, inside = [], False
     for cell in nbformat.read(str(REPO / "source" / LAB / f"{LAB}.ipynb"), as_version=4).cells:
         for line in cell.source.splitlines():
@@ -280,7 +283,7 @@ def _hidden_test_lines():
                 inside = True
             elif "END HIDDEN TESTS" in line:
                 inside = False
-            elif inside and len(line.strip()) > 12:
+            elif inside and len(line.strip()) > 12 and line.strip() not in visible:
                 lines.append(line.strip())
     assert lines, "no hidden tests found in the source notebook"
     return lines
@@ -365,6 +368,7 @@ EOF""")
     page.keyboard.press("Escape")
     assert items == ["Assignment List"], f"a student's Nbgrader menu: {items}"
     status, _ = _api(page, state, s2, "../formgrader/manage_assignments")
+    print(f"[hub] a student's Nbgrader menu: {items}; the formgrader's URL: HTTP {status}")
     assert status in (403, 404), f"a student reached the formgrader: HTTP {status}"
 
     # -- 3. collect, autograde on the shared gradebook
@@ -492,7 +496,7 @@ EOF""")
     assert raw3 > 0 and abs(penalties[s3] - 0.1 * raw3) < 1e-6, (raw3, penalties[s3])
 
     # -- 6. each student fetches the feedback: the gradebook's score, no hidden test
-    hidden = _hidden_test_lines()
+    hidden = _hidden_test_lines(solved)
     for s, page in pages.items():
         with step(page, f"{s}-fetches-feedback"):
             page.goto(f"{state['url']}/user/{s}/lab")
