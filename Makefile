@@ -7,7 +7,8 @@ BIN    := $(CURDIR)/$(VENV)/bin
 PY     := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 STAMP  := $(VENV)/.installed
-LABS   := lab11 lab12
+# the labs: every source/<lab>/<lab>.ipynb (course_staff.course.labs, the same rule)
+LABS   := $(foreach d,$(wildcard source/*),$(if $(wildcard $(d)/$(notdir $(d)).ipynb),$(notdir $(d))))
 LAB    ?= lab11
 PORT   ?= 8888
 JOBS   ?= 1
@@ -36,7 +37,7 @@ lab: setup  ## open JupyterLab on the instructor's notebooks (source/: solutions
 
 student-edition: setup  ## write the student edition to DEST=<new folder> (GIT=1: as a git repository)
 	@test -n "$(DEST)" || { echo "usage: make student-edition DEST=<new or empty folder> [GIT=1]"; exit 2; }
-	$(PY) -m course_staff.edition "$(DEST)" $(if $(GIT),--git)
+	$(PY) -m course_staff.edition.student_edition "$(DEST)" $(if $(GIT),--git)
 
 browser:  ## install Debian's chromium for the browser tests when it is missing
 	@command -v chromium >/dev/null || { \
@@ -45,45 +46,45 @@ browser:  ## install Debian's chromium for the browser tests when it is missing
 	  else echo "chromium is missing: install it (apt-get install chromium) to run the browser tests"; fi; }
 
 test: setup browser postgres-install hub-install  ## run every test: course_utils, labs, mutants, nbgrader lifecycle, browser
-	$(PY) -m pytest -q -n 2 --dist loadfile   # two workers: one file each at a time
+	$(PY) -m pytest -q -n 2 --dist loadfile -rs --durations=15   # two workers, a file each; skip reasons, the 15 slowest
 
-test-fast: setup  ## the unit tests only (seconds)
-	$(PY) -m pytest -q -m "not slow"
+test-fast: setup  ## the unit tests only: nothing starts nbgrader, a kernel, a venv, a browser or training
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow" -rs --durations=5   # both cores
 
 check-config: setup  ## fail loudly if nbgrader_config.py has an error (nbgrader would only log it)
-	$(PY) -m course_staff.nbgrader_plugins nbgrader_config.py
+	$(PY) -m course_staff.grading.nbgrader_plugins nbgrader_config.py
 
 release: check-config  ## regenerate release/ from source/ (run after editing a lab)
 	for lab in $(LABS); do $(BIN)/nbgrader generate_assignment $$lab --force --create; done
 
 record: check-config  ## TA, once per term: record the labs in the gradebook (release/ untouched)
-	$(PY) -m course_staff.class_grading record $(LABS)
+	$(PY) -m course_staff.grading.class_grading record $(LABS)
 
 autograde: check-config  ## TA: grade what is collected and not graded yet (LAB=, JOBS=n, SHARD=k/n)
-	$(PY) -m course_staff.class_grading autograde $(LAB) --jobs $(JOBS) --shard $(SHARD)
+	$(PY) -m course_staff.grading.class_grading autograde $(LAB) --jobs $(JOBS) --shard $(SHARD)
 
 feedback: check-config  ## TA: write feedback HTML for every autograded submission (LAB=...)
 	$(BIN)/nbgrader generate_feedback $(LAB)
 
 grades: check-config  ## TA: every grade to grades.csv, per check cell to grades_by_task_<lab>.csv
 	$(BIN)/nbgrader export --to grades.csv
-	$(PY) -m course_staff.task_grades
+	$(PY) -m course_staff.grading.task_grades
 
 clear-manual: check-config  ## TA: drop STUDENT's manual scores in LAB (a resubmission counts)
-	$(PY) -m course_staff.manual_scores clear $(LAB) $(STUDENT)
+	$(PY) -m course_staff.grading.manual_scores clear $(LAB) $(STUDENT)
 
 postgres-install: setup  ## install Debian's PostgreSQL server when it is missing (as root)
-	@$(PY) -m course_staff.postgres check 2>/dev/null || { \
+	@$(PY) -m course_staff.grading.postgres check 2>/dev/null || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null \
-	    && $(PY) -m course_staff.postgres check; \
+	    && $(PY) -m course_staff.grading.postgres check; \
 	  else echo "PostgreSQL is missing: install it (apt-get install postgresql) for the class-grading tests"; fi; }
 
 postgres: postgres-install  ## start a throwaway local PostgreSQL gradebook (a TA's dry run)
-	$(PY) -m course_staff.postgres start $(PGDIR)
+	$(PY) -m course_staff.grading.postgres start $(PGDIR)
 
 postgres-stop: setup  ## stop it and delete its data
-	$(PY) -m course_staff.postgres stop $(PGDIR)
+	$(PY) -m course_staff.grading.postgres stop $(PGDIR)
 
 hub-install: setup postgres-install  ## install the hub's pinned jupyterhub (PyPI) and configurable-http-proxy (npm) when missing
 	@command -v npm >/dev/null || { \
@@ -108,7 +109,7 @@ science: setup  ## both labs' lessons and the Beyond PPO notebook's claims over 
 	$(PY) benchmarks/science.py
 
 sft: setup  ## rebuild the shipped SFT checkpoint (deterministic, a few seconds)
-	$(PY) -m course_utils.build_sft
+	$(PY) -m course_staff.edition.build_sft
 
 clean:  ## remove grading products (keeps .venv)
 	rm -rf submitted autograded feedback exchange gradebook.db grades.csv artifacts .pytest_cache

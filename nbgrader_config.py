@@ -15,9 +15,9 @@ try:
     from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
     from nbgrader import preprocessors as pp
 
-    from course_staff.late_policy import LatePolicy
-    from course_staff.manual_scores import ReportManualScores
-    from course_staff.nbgrader_plugins import (ClearWidgetState, FlagTampering, FlagWrittenAnswers,
+    from course_staff.grading.late_policy import LatePolicy
+    from course_staff.grading.manual_scores import ReportManualScores
+    from course_staff.grading.nbgrader_plugins import (ClearWidgetState, FlagTampering, FlagWrittenAnswers,
                                               HideTestCode, RestoreReadOnlyCells, SurviveKernelDeath)
     from course_utils.selfcheck import CELL_LIMIT_S    # students' `make check` applies the same limit
 
@@ -65,11 +65,10 @@ try:
         SurviveKernelDeath, ClearMetadataPreprocessor, pp.LimitOutput,
         pp.SaveAutoGrades, FlagTampering, FlagWrittenAnswers, ReportManualScores, pp.AssignLatePenalties,
         pp.CheckCellMetadata]
-    # late submissions (against the due date in the gradebook): 15 min of grace, then 10 % of the
-    # score per started day late (course_staff/late_policy.py; nbgrader's default is no penalty)
+    # late submissions (against the due date in the gradebook): the course's penalty, its grace and
+    # percent per started day as course_staff/grading/late_policy.py sets them (nbgrader's default is
+    # no penalty); c.LatePolicy.grace_minutes / c.LatePolicy.percent_per_day here would change them
     c.AssignLatePenalties.plugin_class = LatePolicy
-    c.LatePolicy.grace_minutes = 15
-    c.LatePolicy.percent_per_day = 10
     # any stderr in a grade cell scores 0. Warnings never mean a wrong answer, so each check cell
     # silences them itself (course_utils.checks.no_warnings); nothing here filters outputs before
     # SaveAutoGrades, so autograde decides on the same outputs as `nbgrader validate` on a student's

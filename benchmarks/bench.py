@@ -31,13 +31,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"           # the raw figures of the latest run, committed with the README quoting them
 sys.path.insert(0, str(HERE.parent))   # course_staff, from a checkout
+sys.path.insert(0, str(HERE.parent / "tests"))   # the grading harness (tests/harness.py)
 from course_staff.solutions import REPO, load_lab, notebook_path  # noqa: E402
 
 import torch  # noqa: E402
 
 from course_utils.tinylm import load_sft  # noqa: E402
 
-LABS = ("lab11", "lab12")
+from course_staff.course import LABS  # noqa: E402
 SLIDER_CALLS = 20
 _KERNEL_PEAK_MIB = []          # peak memory of each kernel that a Run All measurement started
 PEAKS = {}                     # {what: peak resident memory in MiB}
@@ -142,7 +143,7 @@ def bench_import(report, repeats):
 
 
 def bench_sft(report, repeats):
-    from course_utils.build_sft import train_sft
+    from course_staff.edition.build_sft import train_sft
     times, _, cpu = timed(lambda: train_sft(seed=0), repeats)
     report.add("SFT rebuild (800 steps)", times, note=f"({cpu_note(cpu)})")
 
@@ -150,20 +151,21 @@ def bench_sft(report, repeats):
 # ----------------------------------------------------------------------------- Lab 12: RM, PPO, exact optimum
 def lab12_setup(report, repeats):
     """Ranked data, the RM fit (timed), the RM offset: what PPO and the sliders need."""
+    from course_utils.evaluation import sft_offset
     from course_utils.prefs import ranked_data
-    from course_utils.reward_model import sft_offset
+    from course_utils.world import K, N_OFFSET, N_PROMPTS, NOTEBOOK
 
     lab = load_lab("lab12")
     sft = load_sft()
-    times, data, cpu = timed(lambda: (ranked_data(sft, 2000, k=4, seed=0), ranked_data(sft, 2000, k=4, seed=1000)),
-                             repeats)
-    report.add("ranked data (2 x 2000 prompts x 4)", times, note=f"({cpu_note(cpu)})")
+    times, data, cpu = timed(lambda: (ranked_data(sft, N_PROMPTS, k=K, seed=NOTEBOOK.rankings),
+                                      ranked_data(sft, N_PROMPTS, k=K, seed=NOTEBOOK.held_out)), repeats)
+    report.add(f"ranked data (2 x {N_PROMPTS} prompts x {K})", times, note=f"({cpu_note(cpu)})")
     train, held_out = data
     times, rm, cpu = timed(lambda: lab["train_reward_model"](train, seed=0), repeats)
     acc, ceiling = lab["rm_accuracy"](rm, held_out)
     report.add("RM fit (train_reward_model)", times,
                note=f"({cpu_note(cpu)}; held-out accuracy {acc:.3f}, ceiling {ceiling:.3f})")
-    return {"lab": lab, "sft": sft, "rm": rm, "rm_offset": sft_offset(rm, sft), "rm_acc": (acc, ceiling)}
+    return {"lab": lab, "sft": sft, "rm": rm, "rm_offset": sft_offset(rm, sft, n=N_OFFSET, seed=NOTEBOOK.offset), "rm_acc": (acc, ceiling)}
 
 
 def bench_ppo(report, repeats, ctx):
@@ -396,7 +398,7 @@ def bench_autograde(report, repeats, lab):
     notebook: both commands with NBGRADER_EXECUTION set (the grader's view of the notebook) and the
     same Execute settings (nbgrader_config.py's timeout and immediate kernel shutdown)."""
     import nbformat
-    from course_staff import harness
+    import harness
 
     if not notebook_path(lab).exists() or not (REPO / "release" / lab / f"{lab}.ipynb").exists():
         report.missing(f"autograde {lab} / plain execution", f"source or release of {lab} missing")

@@ -4,9 +4,9 @@
     python benchmarks/bench_class.py --size 12  # a smaller class
 
 The class is tests/classroom.py's: the lifecycle test's Lab 11 students repeated to ``size``. A
-throwaway PostgreSQL server (course_staff.postgres) gets one database per run; the lab is recorded
+throwaway PostgreSQL server (course_staff.grading.postgres) gets one database per run; the lab is recorded
 before the clock starts; each run is the whole `make autograde LAB=lab11 JOBS=<n>` command
-(python -m course_staff.class_grading), start-up included, on a fresh copy of the course. Then every
+(python -m course_staff.grading.class_grading), start-up included, on a fresh copy of the course. Then every
 cell of every student is compared between the two gradebooks. The last line reads
 
     class: 40 submissions, JOBS=1 <s>s, JOBS=2 <s>s, speed-up <x>x, scores identical
@@ -29,11 +29,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))            # course_staff, from a checkout
-sys.path.insert(0, str(HERE.parent / "tests"))  # the simulated students
+sys.path.insert(0, str(HERE.parent / "tests"))  # the simulated students and the grading harness
 
 from bench import commit, machine  # noqa: E402  (benchmarks/bench.py: the same notes on every figure)
-from course_staff import harness as h  # noqa: E402
-from course_staff.postgres import Server  # noqa: E402
+import harness as h  # noqa: E402
+from course_staff.grading.postgres import Server  # noqa: E402
 import classroom  # noqa: E402
 
 LAB = classroom.LAB
@@ -50,7 +50,7 @@ def grade_class(server, tmp, roster, kinds, jobs):
         (course / "submitted" / student / LAB / "timestamp.txt").write_text(stamp)
     url = server.create_database(f"bench_jobs{jobs}")
     env = {**h._env(), "NBGRADER_DB_URL": url}
-    command = [sys.executable, "-m", "course_staff.class_grading"]
+    command = [sys.executable, "-m", "course_staff.grading.class_grading"]
     subprocess.run(command + ["record", LAB], cwd=course, env=env, check=True, capture_output=True)
     cpu0, t0 = _children_cpu(), time.perf_counter()
     proc = subprocess.run(command + ["autograde", LAB, "--jobs", str(jobs)], cwd=course, env=env,

@@ -5,7 +5,8 @@
 The file holds numbers only (the PPO histories), never code: the Lab 12 notebook overlays them on a
 student's own sweep. They are made with the instructor's solution (loaded from the source notebook
 by ``course_staff.solutions.load_lab``) and the notebook's own protocol, a ``runs.RunCache``: the SFT
-checkpoint, ``train_reward_model`` on the rankings of RM_DATA, the offset ``sft_offset``, then one
+checkpoint, the notebook's world (``course_utils.world``: ``train_reward_model`` on its rankings, the
+offset ``sft_offset``), then one
 ``train_rlhf`` run per beta of SWEEP_BETAS and per PPO seed (seed 0 is the notebook's own run).
 """
 
@@ -22,7 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from course_staff.solutions import REPO, load_lab  # noqa: E402
 
 from course_utils.labeler import KAPPA  # noqa: E402
-from course_utils.runs import METRICS, SWEEP_BETAS, RunCache  # noqa: E402
+from course_utils.evaluation import METRICS  # noqa: E402
+from course_utils.runtime import machine_record  # noqa: E402
+from course_utils.runs import SWEEP_BETAS, RunCache  # noqa: E402
 from course_utils.tinylm import load_sft  # noqa: E402
 from course_utils.views.lab12 import REFERENCE_PATH  # noqa: E402
 
@@ -31,16 +34,17 @@ KEYS = list(METRICS) + ["beta"]
 
 
 def reference_cache(lab):
-    """A RunCache as the notebook makes it: the reward model fit on RM_DATA, its offset, train_rlhf."""
+    """A RunCache as the notebook makes it: the notebook's world (reward model, offset), train_rlhf."""
     cache = RunCache(load_sft())
     cache.fit_reward_model(lab["train_reward_model"])
     cache.use(lab["train_rlhf"])
     return cache
 
 
-def reference_run(lab, cache, beta, seed):
-    """One reference history, {key: [value per iteration]} rounded as the file stores it."""
-    _, hist = cache.run(dataclasses.replace(lab["RLHFConfig"](), beta=beta, seed=seed))
+def reference_run(lab, cache, beta, seed, **changes):
+    """One reference history, {key: [value per iteration]} rounded as the file stores it
+    (``changes``: other RLHFConfig fields, e.g. ``iters`` to train only the first iterations)."""
+    _, hist = cache.run(dataclasses.replace(lab["RLHFConfig"](), beta=beta, seed=seed, **changes))
     return {k: [round(v, 4) for v in hist[k]] for k in KEYS}
 
 
@@ -51,7 +55,10 @@ def reference_meta(lab, cache):
             "betas": list(SWEEP_BETAS), "seeds": SEEDS, "kappa": KAPPA, "rm_offset": round(cache.rm_offset, 6),
             "rm_weights": [round(w, 6) for w in cache.rm.w.tolist()],
             "config": {k: v for k, v in config.items() if k not in ("beta", "seed")},
-            "torch": torch.__version__, "keys": KEYS}
+            "torch": torch.__version__, "keys": KEYS, "made on": machine_record()}
+
+
+PROVENANCE = ("made on",)       # meta keys that say where the file was made, not how
 
 
 def main():

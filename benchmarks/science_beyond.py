@@ -1,5 +1,5 @@
 """The claims of notebooks/beyond_ppo.ipynb as science experiments (see science.py): DPO and GRPO from
-Lab 12's world of each seed (course_staff.beyond_ppo.make_world), judged exactly on the response tree.
+Lab 12's world of each seed (course_staff.beyond.methods.make_world), judged exactly on the response tree.
 
 dpo    DPO sees no reward model, so it cannot hack one: at beta 0.05, where PPO hacks the RM, DPO's
        gold score beats both PPO's and the SFT model's. Control: the same rankings reversed.
@@ -23,9 +23,10 @@ import dataclasses
 import functools
 import statistics
 
-from course_staff.beyond_experiment import Referee
-from course_staff.beyond_ppo import DPOConfig, GRPOConfig, lab, make_world, one_thread, train_dpo, train_grpo, train_ppo
+from course_staff.beyond.experiment import Referee
+from course_staff.beyond.methods import DPOConfig, GRPOConfig, lab, make_world, one_thread, train_dpo, train_grpo, train_ppo
 from course_utils.labeler import ranked_data
+from course_utils.world import K, spaced
 
 from science import Criterion, Experiment
 
@@ -79,14 +80,14 @@ def run_dpo(seed):
                held_first=held[0], held_last=held[-1], held_move=abs(held[-1] - held[0]))
 
     # control: the same number of Adam steps, evaluated at the same steps, on 4x as many fresh rankings
-    fresh = dataclasses.replace(w, train_data=ranked_data(w.sft, 4 * len(w.train_data), k=4, seed=10 * seed + 5))
+    fresh = dataclasses.replace(w, train_data=ranked_data(w.sft, 4 * len(w.train_data), k=K, seed=spaced(seed).rankings + 5))
     gold = _dpo(fresh, referee, BETA, epochs=1, eval_every=hist["step"][0])["after"]
     out["dpo_fall_fresh"] = gold[0] - gold[-1]
 
     # control: a labeler that never errs, for the training and the held-out rankings
     sharp = dataclasses.replace(
-        w, train_data=ranked_data(w.sft, len(w.train_data), k=4, seed=10 * seed, kappa=NOISE_FREE_KAPPA),
-        held_out=ranked_data(w.sft, len(w.held_out), k=4, seed=10 * seed + 1, kappa=NOISE_FREE_KAPPA))
+        w, train_data=ranked_data(w.sft, len(w.train_data), k=K, seed=spaced(seed).rankings, kappa=NOISE_FREE_KAPPA),
+        held_out=ranked_data(w.sft, len(w.held_out), k=K, seed=spaced(seed).held_out, kappa=NOISE_FREE_KAPPA))
     hist = _dpo(sharp, referee, BETA)
     out.update(dpo_fall_noise_free=hist["after"][0] - hist["after"][-1],
                held_move_noise_free=abs(hist["held_acc"][-1] - hist["held_acc"][0]))

@@ -1,9 +1,9 @@
 """Lab 12's lessons as science experiments (see science.py), with the notebook's own functions.
 
-``world(seed)`` is the set-up every experiment of a seed shares (and other modules may reuse): the
-SFT model, ranked data of 2000 prompts x 4 responses (and as many held out), the notebook's
-``train_reward_model``, the RM offset from 2000 SFT samples, and a held-out evaluation of 2000 SFT
-samples ("start"). ``ppo(seed, **changes)`` is one run of the notebook's ``train_rlhf`` with
+``world(seed)`` is the set-up every experiment of a seed shares (and other modules may reuse): Lab
+12's world (``course_utils.world``: the SFT model, ranked data and as many held out, the notebook's
+``train_reward_model``, the RM offset) drawn with this run's seeds (``science_seeds``), and a
+held-out evaluation of N_EVAL SFT samples ("start"). ``ppo(seed, **changes)`` is one run of the notebook's ``train_rlhf`` with
 ``RLHFConfig(seed=seed, **changes)`` (120 iterations x 64 prompts), summarised by the mean of its
 last 10 iterations ("end"); runs are cached, so experiments that share a run train it once.
 
@@ -24,15 +24,14 @@ import random
 import torch
 
 from course_staff.solutions import load_lab
-from course_utils.labeler import RESPONSE_METRICS, ranked_data, response_metrics
-from course_utils.reward_model import DigitRM, digit_counts, gold_order_agreement, sft_offset
-from course_utils.runs import METRICS
-from course_utils.tinylm import load_sft, make_batch, sample
+from course_utils.evaluation import METRICS, RESPONSE_METRICS, gold_order_agreement, response_metrics
+from course_utils.reward_model import DigitRM, digit_counts
+from course_utils.tinylm import make_batch, sample
+from course_utils.world import N_OFFSET, Seeds, make_world
 
 from science import Criterion, Experiment
 
-N_PROMPTS = 2000          # ranked prompts for training, and as many held out
-N_EVAL = 2000             # SFT samples for the RM offset, and as many for the "start" figures
+N_EVAL = N_OFFSET         # SFT samples for the "start" figures, as many as for the RM offset
 LAST = 10                 # "end" = mean of the last LAST iterations
 TARGETS = (0.25, 1.0)     # controller targets below and above the KL that beta 0.1 settles at (0.34-0.56)
 PTX_BETA = 0.05           # the beta at which PPO-ptx and plain PPO are compared (Lab 12's Experiment 4)
@@ -68,12 +67,13 @@ def evaluate(model, rm, rm_offset, seed, n=N_EVAL):
 @functools.lru_cache(maxsize=1)
 def world(seed):
     """The seed's SFT model, ranked data, fitted RM, RM offset and start figures (cached)."""
-    sft = load_sft()
-    train = ranked_data(sft, N_PROMPTS, k=4, seed=seed)
-    held_out = ranked_data(sft, N_PROMPTS, k=4, seed=1000 + seed)
-    rm = lab()["train_reward_model"](train, seed=seed)
-    rm_offset = sft_offset(rm, sft, n=N_EVAL, seed=2000 + seed)
-    return World(sft, train, held_out, rm, rm_offset, evaluate(sft, rm, rm_offset, 3000 + seed))
+    w = make_world(lab()["train_reward_model"], seed, seeds=science_seeds)
+    return World(w.sft, w.train_data, w.held_out, w.rm, w.rm_offset, evaluate(w.sft, w.rm, w.rm_offset, 3000 + seed))
+
+
+def science_seeds(s):
+    """This run's seed convention for Lab 12's world (its committed numbers were drawn with it)."""
+    return Seeds(rankings=s, held_out=1000 + s, reward_model=s, offset=2000 + s)
 
 
 def ppo(seed, **changes):

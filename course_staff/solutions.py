@@ -16,23 +16,18 @@ import io
 import os
 import sys
 import types
-from pathlib import Path
 
 import nbformat
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def notebook_path(lab, root=REPO):
-    """source/<lab>/<lab>.ipynb under the course root."""
-    return Path(root) / "source" / lab / f"{lab}.ipynb"
+from course_staff.course import REPO, is_grade
+from course_staff.course import source_notebook as notebook_path
 
 
 def is_definition_cell(cell):
     """True for a code cell that defines the lab: not a grade cell, not tagged "explore"."""
     if cell.cell_type != "code":
         return False
-    if cell.metadata.get("nbgrader", {}).get("grade", False):
+    if is_grade(cell):
         return False
     return "explore" not in cell.metadata.get("tags", [])
 

@@ -15,6 +15,8 @@ import warnings
 
 import numpy as np
 
+from course_utils.views.explore import Unfinished, needs   # noqa: F401 -- the notebooks import needs from here
+
 # bound at import time: later monkeypatching of the public names does not reach these
 _asarray = np.asarray
 _array = np.array
@@ -26,6 +28,23 @@ _array_equal = np.array_equal
 _ndarray = np.ndarray
 _errstate = np.errstate
 _float64 = np.float64
+
+
+# ----------------------------------------------------------------------------- tolerances
+# Every tolerance is stated against the scale of what it compares, never tuned to one machine's numbers:
+# * float32 results (eps 1.2e-7) of a few hundred operations: relative 1e-4, about 840 eps -- room for
+#   any reduction order, vector width or thread count; absolute 1e-5 for values near 0.
+# * float64 results (eps 2.2e-16) of exact formulas (Lab 11's optimum, soft values): relative 1e-6 and
+#   absolute 1e-8 -- room for another equivalent formula (log-sum-exp, or exp then log).
+# * frequencies of n seeded draws (atol 0.01 or 0.02, i.e. >= 1e-3): 2.8 to 5.7 of the largest binomial
+#   standard deviation 0.5 / sqrt(n), so any correct sampler passes; the draws are seeded, so a machine
+#   gives the same verdict every time.
+# tests/test_tolerances.py measures the margins: every float tolerance 10x tighter and the solution and
+# every correct variant still pass; every tolerance 10x looser (20x for the float ones) and every
+# known mistake still fails.
+FLOAT32_ATOL, FLOAT32_RTOL = 1e-5, 1e-4
+FLOAT64_ATOL, FLOAT64_RTOL = 1e-8, 1e-6
+FREQUENCY_ATOL = 1e-3        # an atol at or above this is a frequency's, not a float's
 
 
 class AnswerError(AssertionError):
@@ -93,7 +112,7 @@ def _close(got, expected, atol, rtol):
         return bool((diff <= atol + rtol * _abs(expected[finite])).all())
 
 
-def assert_close(got, expected, name, atol=1e-5, rtol=1e-4, mistakes=None, hint=None):
+def assert_close(got, expected, name, atol=FLOAT32_ATOL, rtol=FLOAT32_RTOL, mistakes=None, hint=None):
     """Check ``got`` against ``expected`` (same shape, close values, same nan/inf positions).
 
     Args:
@@ -144,32 +163,6 @@ def assert_equal_list(got, expected, name, mistakes=None, hint=None):
         return
     lines = [f"expected {expected!r}", f"but got {got_plain!r}"]
     _fail_explained(name, lines, mistakes, lambda value: got_plain == list(value), hint)
-
-
-class Unfinished(NotImplementedError):
-    """Raised by a view that waits for an earlier part of the lab (e.g. Lab 12's reward model of
-    Part A): ``needs`` then names that part instead of the cell's own tasks."""
-
-    def __init__(self, part):
-        super().__init__(f"Finish {part} first")
-        self.part = part
-
-
-@contextlib.contextmanager
-def needs(task):
-    """Run an explore cell, turning "not implemented yet" into a friendly one-line message.
-
-        with needs("Task 4 (tilted_optimum)"):
-            views.BetaView(...).show()
-
-    If a student function still raises NotImplementedError, prints
-    ``Finish Task 4 (tilted_optimum) first, then run this cell again.`` instead of a traceback
-    (an ``Unfinished`` error names the part it waits for instead).
-    """
-    try:
-        yield
-    except NotImplementedError as err:
-        print(f"Finish {getattr(err, 'part', task)} first, then run this cell again.")
 
 
 @contextlib.contextmanager

@@ -2,15 +2,14 @@
 
 ``gold_score`` is what the labeler really thinks of a response; ``ranked_data`` is all that the
 reward model ever sees of it: rankings of K sampled responses, noisy in proportion to ``KAPPA``;
-``response_metrics`` is what the experiments report about responses besides the reward model's score.
+what the experiments report about responses is ``course_utils.evaluation``'s.
 """
 
 import random
 
 import torch
 
-from course_utils.reward_model import digit_counts
-from course_utils.tinylm import EOS, MAX_NEW, PAD, answer_tokens, make_batch, sample
+from course_utils.tinylm import EOS, MAX_NEW, N_DIGITS, PAD, answer_tokens, make_batch, sample
 
 KAPPA = 0.3   # labeler confidence: P(w preferred to l) = sigmoid(KAPPA * (gold_w - gold_l))
 
@@ -27,27 +26,11 @@ def gold_score(out):
     if resp.shape[1] < MAX_NEW:
         resp = torch.cat([resp, torch.full((resp.shape[0], MAX_NEW - resp.shape[1]), PAD)], dim=1)
     correct = (resp == answer_tokens(ids)).all(dim=1)
-    is_digit = resp < 10
+    is_digit = resp < N_DIGITS
     n_lead_digits = is_digit.long().cumprod(dim=1).sum(dim=1)         # digits before anything else
     eos_after_digits = resp.gather(1, n_lead_digits.clamp(max=MAX_NEW - 1)[:, None]).squeeze(1) == EOS
     well_formed = (n_lead_digits >= 1) & (n_lead_digits <= 2) & eos_after_digits
     return torch.where(correct, 1.0, torch.where(well_formed, 0.0, -1.0))
-
-
-RESPONSE_METRICS = ("gold", "acc", "malformed", "digits")
-
-
-def response_metrics(out):
-    """The RESPONSE_METRICS of each response of a rollout: {name: (B,) float}.
-
-        gold       the labeler's score (gold_score)
-        acc        1 if the response is exactly the sum, else 0 (gold == 1)
-        malformed  1 if it is blank, too long, unended or not a number (gold < 0)
-        digits     how many digits it holds (what the proxy reward model counts)
-    """
-    gold = gold_score(out)
-    return {"gold": gold, "acc": (gold == 1).float(), "malformed": (gold < 0).float(),
-            "digits": digit_counts(out).sum(1)}
 
 
 def ranked_data(model, n_prompts, k=4, seed=0, kappa=None):
@@ -78,4 +61,13 @@ def ranked_data(model, n_prompts, k=4, seed=0, kappa=None):
     return data
 
 
-__all__ = ["KAPPA", "RESPONSE_METRICS", "gold_score", "response_metrics", "ranked_data"]
+__all__ = ["KAPPA", "gold_score", "ranked_data"]
+
+
+def __getattr__(name):
+    """response_metrics and RESPONSE_METRICS moved to course_utils.evaluation; response_tree.py still
+    imports them from here (to go once it imports them from there)."""
+    if name in ("response_metrics", "RESPONSE_METRICS"):
+        from course_utils import evaluation
+        return getattr(evaluation, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

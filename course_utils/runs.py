@@ -10,42 +10,43 @@ The lab's own functions do the work; this module only remembers their results, s
 plot never re-trains. What waits for an unfinished part raises ``checks.Unfinished``, which the
 notebook's ``needs(...)`` turns into "Finish ... first".
 
-The facts every consumer of the runs shares (views, benchmarks, reference curves) are here:
-``METRICS``, what train_rlhf logs per iteration and the plots show, and ``SWEEP_BETAS``.
+The sweep every consumer of the runs shares (views, benchmarks, reference curves) is here:
+``SWEEP_BETAS``. What train_rlhf logs per iteration (``METRICS``) is ``course_utils.evaluation``'s;
+the reward model's world (data sizes, seeds) is ``course_utils.world``'s.
 """
 
 import dataclasses
 
-from course_utils.checks import Unfinished
-from course_utils.labeler import ranked_data
-from course_utils.reward_model import sft_offset
+from course_utils.views.explore import Unfinished
+from course_utils.evaluation import METRICS
 from course_utils.runtime import progress
+from course_utils.world import make_world
 
-METRICS = ("rm", "gold", "kl", "acc", "malformed", "digits")   # train_rlhf's history keys, as plotted
 SWEEP_BETAS = (0.0, 0.05, 0.07, 0.1, 0.2)                        # the beta sweep of Experiments 5, 6, 8
-RM_DATA = {"n_prompts": 2000, "k": 4, "seed": 0}                 # the rankings the reward model is fit on
 PART_A = "Part A (Tasks 1 and 2, then the cell that fits the reward model)"
 
 
 class RunCache:
     """The reward model, its offset, and one ``train_fn(sft, rm, rm_offset, cfg)`` run per config.
 
-    Attributes: ``sft`` (the starting policy and KL reference), ``rm`` and ``rm_offset`` (None until
-    ``fit_reward_model``), ``runs`` ({config key: (policy, history)}).
+    Attributes: ``sft`` (the starting policy and KL reference), ``world`` (Lab 12's world, None until
+    ``fit_reward_model``), ``rm`` and ``rm_offset`` (the world's, None until then), ``runs``
+    ({config key: (policy, history)}).
     """
 
     def __init__(self, sft_model):
-        self.sft, self.rm, self.rm_offset = sft_model, None, None
+        self.sft, self.world, self.rm, self.rm_offset = sft_model, None, None, None
         self.train_fn = None
         self.runs = {}
 
     def fit_reward_model(self, train_fn):
-        """Fit ``train_fn(ranked data)`` on RM_DATA, compute its offset (``sft_offset``); returns rm."""
-        self.rm, self.rm_offset = None, None
-        rm = train_fn(ranked_data(self.sft, **RM_DATA))
-        self.rm, self.rm_offset = rm, sft_offset(rm, self.sft)
+        """Build the notebook's world (``world.make_world``) with ``train_fn`` as its train_reward_model,
+        from ``sft``; returns its reward model."""
+        self.world, self.rm, self.rm_offset = None, None, None
+        world = make_world(train_fn, sft=self.sft)
+        self.world, self.rm, self.rm_offset = world, world.rm, world.rm_offset
         self.runs.clear()
-        return rm
+        return world.rm
 
     def reward(self):
         """(rm, rm_offset), or ``Unfinished`` while Part A has made no reward model."""
@@ -80,4 +81,4 @@ class RunCache:
         return {b: self.run(c) for b, c in progress(cfgs.items(), desc=f"{todo} new PPO runs", leave=True)}
 
 
-__all__ = ["METRICS", "SWEEP_BETAS", "RM_DATA", "RunCache"]
+__all__ = ["METRICS", "SWEEP_BETAS", "RunCache"]

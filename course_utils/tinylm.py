@@ -25,12 +25,15 @@ torch.set_num_threads(1)
 
 # ----------------------------------------------------------------------------- vocabulary
 TOKENS = list("0123456789") + ["+", "=", "<bos>", "<eos>", "<pad>"]
+N_DIGITS = 10                     # token ids 0..9 are the digits 0..9: a token t is a digit iff t < N_DIGITS
+DIGITS = list(range(N_DIGITS))
 PLUS, EQUALS, BOS, EOS, PAD = 10, 11, 12, 13, 14
 VOCAB_SIZE = len(TOKENS)          # V = 15
 PROMPT_LEN = 5                    # [BOS, a, +, b, =]
 MAX_NEW = 4                       # at most 4 response tokens, EOS included
 MAX_LEN = PROMPT_LEN + MAX_NEW    # 9
-NEVER_SAMPLED = [BOS, PAD]        # the model may emit the other 13 tokens
+NEVER_SAMPLED = [BOS, PAD]        # the model may emit the other 13 tokens:
+RESPONSE_TOKENS = [t for t in range(VOCAB_SIZE) if t not in NEVER_SAMPLED]   # digits, +, =, EOS
 
 SFT_PATH = Path(__file__).with_name("data") / "sft.pt"
 
@@ -172,7 +175,7 @@ def supervised_loss(model, prompt_ids, target):
 
 
 def load_sft():
-    """The shipped SFT checkpoint (rebuild it with ``python -m course_utils.build_sft``)."""
+    """The shipped SFT checkpoint (rebuild it with ``python -m course_staff.edition.build_sft``)."""
     model = TinyLM()
     model.load_state_dict(torch.load(SFT_PATH, weights_only=True))
     return model
@@ -266,11 +269,6 @@ def decode_responses(out):
     return texts
 
 
-def decode_prompts(out):
-    """Prompt strings of a rollout, e.g. ``"7+5="``."""
-    return ["".join(TOKENS[t] for t in row[1:]) for row in out["ids"][:, :out["prompt_len"]].tolist()]
-
-
-__all__ = ["TOKENS", "PLUS", "EQUALS", "BOS", "EOS", "PAD", "VOCAB_SIZE", "PROMPT_LEN", "MAX_NEW",
-           "TinyLM", "encode_prompts", "make_batch", "sample", "sequence_logprobs",
-           "decode_responses", "decode_prompts", "answer_tokens", "load_sft"]
+__all__ = ["TOKENS", "N_DIGITS", "DIGITS", "PLUS", "EQUALS", "BOS", "EOS", "PAD", "VOCAB_SIZE", "PROMPT_LEN",
+           "MAX_NEW", "RESPONSE_TOKENS", "TinyLM", "encode_prompts", "make_batch", "sample", "sequence_logprobs",
+           "decode_responses", "answer_tokens", "load_sft"]

@@ -23,7 +23,7 @@ of glue).
 import numpy as np
 import torch
 
-from course_utils.tinylm import EOS, PAD, TOKENS, VOCAB_SIZE, _allowed_logits, _genuine, encode_prompts
+from course_utils.tinylm import DIGITS, EOS, N_DIGITS, PAD, TOKENS, VOCAB_SIZE, _allowed_logits, _genuine, encode_prompts
 
 V = VOCAB_SIZE
 
@@ -88,11 +88,11 @@ def two_token_rewards(prompt):
     encode_prompts([prompt])                                            # validates the prompt
     answer = str(int(prompt[0]) + int(prompt[2]))
     rewards = -np.ones((V, V))
-    for i in range(10):
-        for j in list(range(10)) + [EOS]:
-            if i == 0 and j < 10:                                           # "07" is not a number
+    for i in DIGITS:
+        for j in DIGITS + [EOS]:
+            if i == 0 and j < N_DIGITS:                                     # "07" is not a number
                 continue
-            text = str(i) + (TOKENS[j] if j < 10 else "")
+            text = TOKENS[i] + (TOKENS[j] if j < N_DIGITS else "")
             rewards[i, j] = 1.0 if text == answer else 0.0
     return rewards
 

@@ -15,7 +15,7 @@ with the grade of its kind.
 
 import itertools
 
-from course_staff import harness as h
+import harness as h
 from test_lifecycle import _exchange_api, roster as lifecycle_roster
 
 LAB = "lab11"

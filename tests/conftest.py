@@ -17,10 +17,10 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def postgres():
-    """A real PostgreSQL server (Debian's package, course_staff.postgres), started for this test
+    """A real PostgreSQL server (Debian's package, course_staff.grading.postgres), started for this test
     session and deleted after it; each test makes its own database with create_database(name).
     Without the server programs the tests skip, or fail where COURSE_REQUIRE_POSTGRES=1 (CI)."""
-    from course_staff.postgres import PostgresMissing, Server
+    from course_staff.grading.postgres import PostgresMissing, Server
 
     try:
         server = Server.start()

@@ -1,6 +1,8 @@
 """The staff companion "Beyond PPO": DPO's and GRPO's pieces, the cache of results, its views, and the
 notebook run top to bottom (slow)."""
 
+import ast
+import json
 import math
 import time
 from pathlib import Path
@@ -8,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_staff import beyond_ppo as B
-from course_staff import beyond_results as R
+from course_staff.beyond import methods as B
+from course_staff.beyond import results as R
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "beyond_ppo.ipynb"
@@ -86,17 +88,46 @@ def test_code_digest_ignores_docstrings_and_comments_not_code():
     assert R.code_digest(src) != R.code_digest('def f(x):\n    """doc"""\n    return x + 2\n')
 
 
+STALE = ("course_staff/beyond/data/beyond_ppo_results.json was made by other code than the current one (the "
+         "methods, the toy world or Lab 11/12's reference cells changed): rebuild it with "
+         "`python -m course_staff.beyond.results --rebuild` (a few minutes) and commit it")
+
+
 def test_the_cache_is_current():
-    assert R.CACHE_PATH.exists(), f"{R.CACHE_PATH} is missing: run python -m course_staff.beyond_results --rebuild"
-    assert R.load_cache() is not None, (
-        "course_staff/data/beyond_ppo_results.json was made by other code than the current one (the methods, "
-        "the toy world or Lab 11/12's reference cells changed): rebuild it with "
-        "`python -m course_staff.beyond_results --rebuild` (a few minutes) and commit it")
+    assert R.CACHE_PATH.exists(), f"{R.CACHE_PATH} is missing: run python -m course_staff.beyond.results --rebuild"
+    assert R.load_cache() is not None, STALE
+
+
+def _course_utils_imports(path):
+    """The course_utils modules a file imports (``from course_utils.x import``, ``from course_utils import x``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("course_utils"):
+            names = [node.module] if node.module != "course_utils" else [f"course_utils.{a.name}" for a in node.names]
+            found |= {REPO / (n.replace(".", "/") + ".py") for n in names}
+    return {p for p in found if p.exists()}
+
+
+def test_the_fingerprint_covers_every_course_utils_module_the_experiment_runs():
+    todo, used = [REPO / "course_staff/beyond/methods.py", REPO / "course_staff/beyond/experiment.py"], set()
+    while todo:
+        for module in _course_utils_imports(todo.pop()) - used:
+            used.add(module)
+            todo.append(module)
+    used = {p.relative_to(REPO).as_posix() for p in used}
+    missing = used - set(R.INPUT_FILES) - {"course_utils/runtime.py"}       # a progress bar changes no number
+    assert not missing, f"the cache's fingerprint misses code its numbers depend on: {sorted(missing)}"
+    assert {"course_utils/world.py", "course_utils/tinylm.py"} <= used      # the walk follows the imports
 
 
 @pytest.fixture(scope="module")
 def cached():
-    return R.results()
+    """The committed cache; a stale one is an error here, never a rebuild (that trains for minutes and
+    rewrites a tracked file)."""
+    res = R.load_cache()
+    if res is None:
+        pytest.fail(STALE)
+    return res
 
 
 def test_cache_holds_every_method_and_both_optima_at_every_beta(cached):
@@ -115,7 +146,7 @@ def test_cache_holds_every_method_and_both_optima_at_every_beta(cached):
 
 
 def test_views_draw_the_cache(cached):
-    from course_staff import beyond_views as V
+    from course_staff.beyond import views as V
     for fig in (V.plot_summary(cached), V.plot_dpo_epochs(cached), V.plot_budget(cached, 0.1)):
         assert fig._repr_png_()[:4] == b"\x89PNG"
     view = V.BetaSlider(cached)
@@ -166,3 +197,9 @@ def test_loading_a_lab_leaves_the_random_state_alone():
     torch.manual_seed(0)
     random.seed(0)
     assert after_loading == (torch.rand(3).tolist(), random.random())
+
+
+def test_the_cache_records_the_machine_that_made_it():
+    made_on = json.loads(R.CACHE_PATH.read_text()).get("made on")
+    assert made_on and {"processor", "capability", "threads", "torch"} <= set(made_on), \
+        "the Beyond PPO cache does not say which machine made it: `python -m course_staff.beyond.results --rebuild`"

@@ -4,9 +4,10 @@ Two course checkouts ("machines") share one exchange and one PostgreSQL gradeboo
 recorded once; 40 simulated students (tests/classroom.py) fetch and submit; each machine collects
 the whole class and grades its shard (SHARD=1/2, SHARD=2/2) with JOBS=2, both machines at the same
 time (four graders writing to one gradebook); each writes the feedback of its shard; one exports
-grades.csv and the per-task CSV. The reference: each distinct notebook of the class graded once,
-serially, by plain `nbgrader autograde` on SQLite. Every student's every cell must equal the
-reference for that student's notebook, and every student appear once in grades.csv.
+grades.csv and the per-task CSV. The reference: what each distinct notebook of the class must score,
+cell by cell (tests/students), which plain `nbgrader autograde` on SQLite gives them in
+tests/test_lifecycle.py (the same roster, graded once there). Every student's every cell must equal
+the reference for that student's notebook, and every student appear once in grades.csv.
 
 A second class of four checks what a dead worker leaves: its student is regraded by the same
 command, and no one else.
@@ -20,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from course_staff import harness as h
-from course_staff.class_grading import graded, shard_of
+import harness as h
+from course_staff.grading.class_grading import graded, shard_of
 import classroom
 import students as st
 
@@ -32,8 +33,8 @@ SIZE = 40
 
 
 def grading(course, *args, env, wait=True):
-    """`python -m course_staff.class_grading ...` in ``course`` (what make autograde runs)."""
-    cmd = [sys.executable, "-m", "course_staff.class_grading", *map(str, args)]
+    """`python -m course_staff.grading.class_grading ...` in ``course`` (what make autograde runs)."""
+    cmd = [sys.executable, "-m", "course_staff.grading.class_grading", *map(str, args)]
     proc = subprocess.Popen(cmd, cwd=course, env={**h._env(), **env}, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     return proc.communicate(timeout=900) + (proc.returncode,) if wait else proc
@@ -44,10 +45,6 @@ def the_class(postgres, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("class")
     kinds = classroom.distinct()
     roster = classroom.class_of(SIZE, kinds)
-
-    # the reference: every distinct notebook once, serially, plain nbgrader on SQLite
-    reference = h.course_copy(tmp / "reference", labs=(LAB,))
-    serial = h.autograde(reference, LAB, {kind: sub for kind, (sub, _) in kinds.items()})
 
     # two machines, one exchange, one PostgreSQL gradebook
     url = postgres.create_database("class_of_40")
@@ -68,10 +65,10 @@ def the_class(postgres, tmp_path_factory):
     for i, machine in enumerate(machines, 1):
         logs[f"feedback {i}"] = h.nbgrader(machine, "generate_feedback", LAB, env=env, check=False)[1]
     h.nbgrader(machines[0], "export", "--to", "grades.csv", env=env)
-    proc = subprocess.run([sys.executable, "-m", "course_staff.task_grades"], cwd=machines[0],
+    proc = subprocess.run([sys.executable, "-m", "course_staff.grading.task_grades"], cwd=machines[0],
                           env={**h._env(), **env}, capture_output=True, text=True)
     logs["tasks"] = proc.stdout + proc.stderr
-    return dict(kinds=kinds, roster=roster, serial=serial, url=url, machines=machines, logs=logs,
+    return dict(kinds=kinds, roster=roster, url=url, machines=machines, logs=logs,
                 pg=classroom.gradebook_scores(url, roster))
 
 
@@ -96,20 +93,18 @@ def test_each_machine_grades_its_shard_and_nothing_twice(the_class):
         assert f"graded {len(done)} in" in log and "with 2 worker(s)" in log, log
 
 
-def test_every_score_equals_the_serial_sqlite_grading(the_class):
-    serial, pg = the_class["serial"], the_class["pg"]
+def test_every_score_equals_the_reference(the_class):
+    pg = the_class["pg"]
     mismatches = []
     for student, kind in the_class["roster"].items():
         expected = the_class["kinds"][kind][1]
-        if expected is None:                      # not JSON: ungradable on both, 0 points
-            assert serial[kind] == {} and kind in serial.ungradable
+        if expected is None:                      # not JSON: ungradable, 0 points
             log = the_class["logs"][f"autograde {shard_of(student, 2)}"]
             assert f"NOT GRADED {student}: " in log and "not appear to be JSON" in log, log
             assert h.total(pg.get(student, {})) == 0
             continue
-        assert serial[kind] == expected, f"the serial reference of {kind} is off: {serial[kind]}"
-        if pg.get(student) != serial[kind]:
-            mismatches.append(f"{student}: PostgreSQL {pg.get(student)} != serial SQLite {serial[kind]}")
+        if pg.get(student) != expected:
+            mismatches.append(f"{student}: PostgreSQL {pg.get(student)} != the reference {expected}")
     assert not mismatches, "\n".join(mismatches)
 
 
@@ -120,7 +115,7 @@ def test_every_student_once_in_grades_csv(the_class):
     assert set(count) == set(the_class["roster"]) and set(count.values()) == {1}, count
     for row in rows:
         kind = the_class["roster"][row["student_id"]]
-        assert float(row["score"]) == pytest.approx(h.total(the_class["serial"][kind])), row
+        assert float(row["score"]) == pytest.approx(h.total(the_class["kinds"][kind][1] or {})), row
 
 
 def test_feedback_once_for_every_graded_student(the_class):
@@ -204,7 +199,7 @@ def test_a_kernel_that_dies_while_starting_is_started_again(monkeypatch, tmp_pat
     from nbclient import NotebookClient
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from course_staff.nbgrader_plugins import SurviveKernelDeath
+    from course_staff.grading.nbgrader_plugins import SurviveKernelDeath
 
     real, starts = NotebookClient.async_start_new_kernel_client, []
 
@@ -230,12 +225,12 @@ def test_the_dry_run_server_starts_serves_a_gradebook_and_stops(tmp_path, monkey
 
     monkeypatch.setenv("PATH", h._env()["PATH"])                # nbgrader calls alembic on a new gradebook
 
-    from course_staff.postgres import PostgresMissing, Server, bindir
+    from course_staff.grading.postgres import PostgresMissing, Server, bindir
     try:
         bindir()
     except PostgresMissing as missing:
         pytest.skip(str(missing))
-    run = lambda *args: subprocess.run([sys.executable, "-m", "course_staff.postgres", *args],  # noqa: E731
+    run = lambda *args: subprocess.run([sys.executable, "-m", "course_staff.grading.postgres", *args],  # noqa: E731
                                        capture_output=True, text=True, timeout=120)
     started = run("start", tmp_path)
     assert started.returncode == 0, started.stderr

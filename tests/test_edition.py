@@ -13,8 +13,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_staff import edition
-from course_staff.leaks import files_of, leaks, secret_lines
+from course_staff.course import LABS
+from course_staff.edition import student_edition as edition
+from course_staff.edition.leaks import files_of, leaks, secret_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 # what students get: the release notebooks and the notebooks the edition ships (staff notebooks stay out)
@@ -70,14 +71,14 @@ def test_every_companion_notebook_is_shipped_or_marked_staff():
 
 
 def test_the_import_check_sees_every_form_of_import():
-    for code in ("import course_staff", "from course_staff.harness import grade", "import course_staff.leaks as x",
+    for code in ("import course_staff", "from course_staff.grading.class_grading import main", "import course_staff.edition.leaks as x",
                  "import importlib\nimportlib.import_module('course_staff.solutions')"):
         assert staff_imports(code), code
     assert staff_imports("from course_utils.checks import needs\n# course_staff is the graders'") == []
 
 
 def test_nbgrader_config_uses_the_graders_package():
-    assert "course_staff.nbgrader_plugins" in imported_modules((ROOT / "nbgrader_config.py").read_text())
+    assert "course_staff.grading.nbgrader_plugins" in imported_modules((ROOT / "nbgrader_config.py").read_text())
 
 
 # ----------------------------------------------------------------------------- the student edition
@@ -98,7 +99,7 @@ def expected_files():
 
 def test_edition_holds_exactly_its_file_list(built):
     assert set(files_of(built)) == expected_files()
-    for lab in ("lab11", "lab12"):
+    for lab in LABS:
         assert (built / lab / f"{lab}.ipynb").read_bytes() == (ROOT / "release" / lab / f"{lab}.ipynb").read_bytes()
     assert [p.name for p in (built / "notebooks").iterdir()] == ["00_start_here.ipynb"]
     for absent in ("source", "tests", "benchmarks", "docs", "course_staff", "nbgrader_config.py", "release"):
@@ -166,7 +167,7 @@ def test_build_refuses_an_edition_that_would_leak(tmp_path, monkeypatch):
 # ----------------------------------------------------------------------------- the search for secrets
 def test_every_solution_and_hidden_test_has_secret_lines():
     where = set(secret_lines().values())
-    for lab in ("lab11", "lab12"):
+    for lab in LABS:
         nb = nbformat.read(str(ROOT / "source" / lab / f"{lab}.ipynb"), as_version=4)
         for cell in nb.cells:
             meta = cell.metadata.get("nbgrader", {})
@@ -200,11 +201,14 @@ def test_the_search_finds_one_pasted_hidden_test_line(built, tmp_path):
 
 def test_the_search_finds_the_graders_code(built, tmp_path):
     copy = _copy_of(built, tmp_path)
-    (copy / "course_utils" / "extra.py").write_text("from course_staff.harness import grade\n")
-    shutil.copy(ROOT / "course_staff" / "nbgrader_plugins.py", copy / "course_utils" / "plugins.py")
+    (copy / "course_utils" / "extra.py").write_text("from course_staff.grading.class_grading import main\n")
+    shutil.copy(ROOT / "course_staff" / "grading" / "nbgrader_plugins.py", copy / "course_utils" / "plugins.py")
+    (copy / "course_utils" / "late_policy.py").write_text("PENALTY = 0.1\n")   # a staff module's name
     shutil.copy(ROOT / "nbgrader_config.py", copy / "nbgrader_config.py")
     found = leaks(copy)
     assert "graders' code: course_utils/extra.py imports course_staff" in found
-    assert any(f.startswith("course_staff/nbgrader_plugins.py: `class ") and f.endswith("course_utils/plugins.py")
+    assert any(f.startswith("course_staff/grading/nbgrader_plugins.py: `class ") and f.endswith("course_utils/plugins.py")
                for f in found)
     assert "graders' code: nbgrader_config.py is named 'nbgrader_config'" in found
+    assert "graders' code: course_utils/late_policy.py is named 'late_policy'" in found
+    assert not any("is named 'views'" in f for f in found), "the student package's own views/ is no staff name"

@@ -16,8 +16,9 @@ import torch
 
 from course_utils.checks import needs
 from course_utils.prefs import DigitRM
-from course_utils.reward_model import sft_offset
-from course_utils.runs import METRICS, SWEEP_BETAS, RunCache
+from course_utils.evaluation import METRICS, sft_offset
+from course_utils.runs import SWEEP_BETAS, RunCache
+from course_utils.world import N_OFFSET, N_PROMPTS, NOTEBOOK
 from course_utils.runtime import grading
 from course_utils.tinylm import load_sft
 from course_utils.views import lab12 as views
@@ -138,22 +139,23 @@ def test_run_cache_waits_for_the_reward_model(capsys):
 def test_fit_reward_model_uses_the_labs_function_and_one_offset():
     seen = []
 
-    def train_reward_model(data):
-        seen.append(len(data))
+    def train_reward_model(data, seed=0):
+        seen.append((len(data), seed))
         return rm_of_digits(0.2)
 
     runs = cache_of(lambda cfg: fake_history())
     runs.run(Cfg())
     rm = runs.fit_reward_model(train_reward_model)
-    assert seen == [2000] and runs.rm is rm and runs.runs == {}        # a new RM forgets the old runs
-    assert runs.rm_offset == pytest.approx(sft_offset(rm, runs.sft))
+    assert seen == [(N_PROMPTS, 0)] and runs.rm is rm and runs.runs == {}   # a new RM forgets the old runs
+    assert runs.rm_offset == pytest.approx(sft_offset(rm, runs.sft, n=N_OFFSET, seed=NOTEBOOK.offset))
+    assert runs.world.train_data[0]["prompt"] != runs.world.held_out[0]["prompt"]    # two draws
 
 
 def test_sft_offset_centres_sft_scores():
     sft, rm = load_sft(), rm_of_digits()
-    offset = sft_offset(rm, sft)
-    assert offset == sft_offset(rm, sft) and 0.3 * 0.9 < offset < 0.3 * 2.1   # about one or two digits
-    assert sft_offset(rm, sft, seed=3) != offset
+    offset = sft_offset(rm, sft, n=N_OFFSET, seed=2)
+    assert offset == sft_offset(rm, sft, n=N_OFFSET, seed=2) and 0.3 * 0.9 < offset < 0.3 * 2.1   # one or two digits
+    assert sft_offset(rm, sft, n=N_OFFSET, seed=3) != offset
 
 
 # ----------------------------------------------------------------------------- reference curves

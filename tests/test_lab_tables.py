@@ -1,17 +1,18 @@
 """Each lab's table (tests/lab_tables) matches its source notebook, and what students read holds
-what the course promises: a hint for every task, written answers with a model answer and a rubric
-in the source and neither in the release. Fast: no nbgrader, no kernel."""
+what the course promises: the points its text states are the metadata's (each task heading, concept
+check and question, the intro table, the total), a hint for every task, written answers with a model
+answer and a rubric in the source and neither in the release. Fast: no nbgrader, no kernel."""
 
 import re
 
 import nbformat
 import pytest
 
-from course_staff import harness as h
-from course_staff.rubrics import written_answers
+import harness as h
+from course_staff.edition.rubrics import written_answers
 from lab_tables import table
 
-LABS = ("lab11", "lab12")
+LABS = h.LABS
 HINT = re.compile(r"<details><summary>Hint( \d)?[^<]*</summary>")
 
 
@@ -26,7 +27,110 @@ def _meta(cell):
 @pytest.mark.parametrize("lab", LABS)
 def test_every_graded_cell_is_in_the_table_with_its_points(lab):
     graded = {_meta(c)["grade_id"]: float(_meta(c)["points"]) for c in _cells("source", lab) if _meta(c).get("grade")}
-    assert table(lab).full_marks() == graded
+    assert list(table(lab).full_marks()) == [g for row in table(lab).rows for g, _ in row.checks] + \
+        [q.name for q in table(lab).questions]
+    assert table(lab).full_marks() == graded          # the table names every graded cell, and only those
+
+
+def test_tables_name_cells_and_never_points():
+    from lab_tables import task
+    with pytest.raises(TypeError, match="points live in the notebook"):
+        task("bt_loss", 2)
+    with pytest.raises(KeyError, match="no graded cell"):
+        table("lab12").with_points({})
+
+
+# ----------------------------------------------------------------------------- the points the text states
+POINTS = r"(\d+(?:\.\d+)?) points?"
+TASK_HEADING = re.compile(r"^#+ Task (\w+) — (.*)$", re.M)
+CONCEPT = re.compile(r"Concept check ([A-Z]) \(" + POINTS + r"\)")
+QUESTION = re.compile(r"Question (\d+) \(written, " + POINTS + r"\)")
+TOTAL = re.compile(r"\*\*Total: " + POINTS + r" \((\d+) for code, (\d+) for writing, (\d+) for concept checks\)")
+
+
+def _numbers(text):
+    return [float(x) for x in re.findall(r"\d+(?:\.\d+)?", text)]
+
+
+def stated_points(lab, cells):
+    """Every disagreement between the points the notebook's text states and its metadata ([] if none)."""
+    lab_table = table(lab)
+    tasks = {t.solution: sum(p for _, p in t.checks) for t in lab_table.tasks}
+    concepts = [c.points for c in lab_table.concepts]
+    questions = [q.points for q in lab_table.questions]
+    wrong = []
+    ids = [_meta(c).get("grade_id") for c in cells]
+    headings = [(i, m) for i, c in enumerate(cells) if c.cell_type == "markdown"
+                for m in TASK_HEADING.finditer(c.source)]
+    for k, (i, m) in enumerate(headings):          # a heading: its tasks' points, per function or in all
+        end = headings[k + 1][0] if k + 1 < len(headings) else len(cells)
+        own = [tasks[g] for g in ids[i:end] if g in tasks]
+        stated = [float(x) for x in re.findall(POINTS, m.group(2))]
+        if not own or (stated != own and stated != [sum(own)]):
+            wrong.append(f"Task {m.group(1)} heading states {stated} points, the metadata {own}")
+    seen = {g for k, (i, _) in enumerate(headings)
+            for g in ids[i:headings[k + 1][0] if k + 1 < len(headings) else len(cells)] if g in tasks}
+    if seen != set(tasks):
+        wrong.append(f"tasks under no Task heading: {sorted(set(tasks) - seen)}")
+    text = "\n".join(c.source for c in cells if c.cell_type == "markdown")
+    if {ord(a) - ord("A") for a, _ in CONCEPT.findall(text)} != set(range(len(concepts))):
+        wrong.append(f"the text states the points of concept checks {sorted(set(CONCEPT.findall(text)))}, "
+                     f"the metadata has {len(concepts)}")
+    if {int(n) - 1 for n, _ in QUESTION.findall(text)} != set(range(len(questions))):
+        wrong.append(f"the text states the points of questions {sorted(set(QUESTION.findall(text)))}, "
+                     f"the metadata has {len(questions)}")
+    for letter, p in CONCEPT.findall(text):
+        k = ord(letter) - ord("A")
+        if k >= len(concepts) or float(p) != concepts[k]:
+            wrong.append(f"Concept check {letter} states {p} points, the metadata {concepts[k:k + 1]}")
+    for number, p in QUESTION.findall(text):
+        k = int(number) - 1
+        if k >= len(questions) or float(p) != questions[k]:
+            wrong.append(f"Question {number} states {p} points, the metadata {questions[k:k + 1]}")
+    intro = cells[0].source
+    header = next(ln for ln in intro.splitlines() if ln.startswith("| Task"))
+    column = [c.strip() for c in header.strip("|").split("|")].index("points")
+    for line in intro.splitlines():
+        if not line.startswith("|") or line.startswith(("| Task", "|---")):
+            continue
+        row = [c.strip() for c in line.strip("|").split("|")]
+        stated, names = _numbers(row[column]), re.findall(r"`(\w+)`", line)
+        if "Question" in line:
+            expected = questions
+        elif "Concept" in line:
+            expected = concepts
+        else:
+            expected = [tasks[f"{n}_solution"] for n in names if f"{n}_solution" in tasks]
+            detail = re.search(r"`\s*\(([^)]*)\)", line)       # "(advantages 2, returns 1, ...)": per check cell
+            if detail and len(names) == 1:
+                cells_points = [p for _, p in lab_table.task(names[0]).checks]
+                if _numbers(detail.group(1)) != cells_points:
+                    wrong.append(f"intro table: {names[0]}'s check cells stated {detail.group(1)!r}, the metadata {cells_points}")
+            if stated == [sum(expected)]:
+                continue
+        if stated != expected:
+            wrong.append(f"intro table row {row[:2]} states {stated}, the metadata {expected}")
+    total = TOTAL.search(intro)
+    code = sum(tasks.values())
+    expected = [code + sum(questions) + sum(concepts), code, sum(questions), sum(concepts)]
+    if total is None or [float(x) for x in total.groups()] != expected:
+        wrong.append(f"the total states {total and total.group(0)}, the metadata {expected} (all, code, writing, concepts)")
+    return wrong
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_the_text_states_the_metadatas_points(lab):
+    assert stated_points(lab, _cells("source", lab)) == []
+    assert stated_points(lab, _cells("release", lab)) == []
+
+
+def test_the_points_check_sees_a_wrong_heading_table_row_and_total():
+    cells = _cells("source", "lab12")
+    heading = next(i for i, c in enumerate(cells) if "### Task 3 " in c.source)
+    cells[heading].source = cells[heading].source.replace("(3 points", "(4 points")
+    cells[0].source = cells[0].source.replace("| `bt_loss` | 2 |", "| `bt_loss` | 3 |").replace("15 for code", "14 for code")
+    wrong = stated_points("lab12", cells)
+    assert len(wrong) == 3 and "Task 3" in wrong[0] and "bt_loss" in wrong[1] and "total" in wrong[2], wrong
 
 
 @pytest.mark.parametrize("lab", LABS)

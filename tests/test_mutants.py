@@ -4,12 +4,18 @@ temporary course.
 
     solution  full marks on every check cell; its written answers wait for a TA
     blank     0 on every graded cell, and the grader completes
-    mistake   fewer points on its own row's check cells, full marks on every other check cell, and
-              the failing checks' output names the mistake; a task's mistake already fails a visible
-              check (so that `nbgrader validate` warns the student too)
-    variant   another correct formulation (some emit warnings): full marks
+    mistake   fewer points on its own row's check cells, full marks on the rows it shares no notebook
+              with, and the failing checks' output names the mistake; a task's mistake already fails a
+              visible check (so that `nbgrader validate` warns the student too)
+    variant   another correct formulation (some emit warnings): full marks on its row
 
-Run one lab with `pytest tests/test_mutants.py -k lab12` (about 5 minutes on a quiet 2-core machine).
+The mistakes and variants are packed into "rounds": notebooks that carry at most one of them per row
+(ten for Lab 11 instead of sixty, eight for Lab 12), since each row's checks test that row's function.
+That they do is checked cell by cell: nbgrader's score of every check cell of a round equals the
+score of the same notebook's checks run in process (tests/in_process.py), where tests/test_mistakes.py
+(test-fast) also checks each mistake alone against every row.
+
+Run one lab with `pytest tests/test_mutants.py -k lab12`.
 """
 
 import re
@@ -17,11 +23,12 @@ import re
 import nbformat
 import pytest
 
-from course_staff import harness as h
+import harness as h
+import in_process
 from lab_tables import table
 
 pytestmark = pytest.mark.slow
-LABS = ("lab11", "lab12")
+LABS = h.LABS
 VISIBLE_PASSED = re.compile(r"visible checks pass")   # printed at the end of a check cell's visible part
 MISTAKES = [(lab, row, m) for lab in LABS for row, m in table(lab).mistakes()]
 VARIANTS = [(lab, row, v) for lab in LABS for row, v in table(lab).variants()]
@@ -30,6 +37,24 @@ VARIANTS = [(lab, row, v) for lab in LABS for row, v in table(lab).variants()]
 def _case_id(case):
     lab, _, m = case
     return f"{lab}-{m.name}"
+
+
+def rounds(lab):
+    """[[(row, mistake or variant), ...] per notebook]: the k-th case of every row in round k."""
+    by_row = {}
+    for row, case in table(lab).mistakes() + table(lab).variants():
+        by_row.setdefault(row.solution, []).append((row, case))
+    return [[cases[k] for cases in by_row.values() if k < len(cases)]
+            for k in range(max(map(len, by_row.values())))]
+
+
+def edits(round_):
+    return {row.solution: list(case.edits) for row, case in round_}
+
+
+def round_of(lab, case):
+    """(student id, round) of the notebook that carries ``case``."""
+    return next((f"round{k}", r) for k, r in enumerate(rounds(lab)) if any(c is case for _, c in r))
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +67,8 @@ def graded(tmp_path_factory):
         if lab not in results:
             course = h.course_copy(tmp_path_factory.mktemp(f"{lab}_mutants"), labs=(lab,))
             subs = {"solution": h.solved_submission(lab), "blank": h.blank_submission(lab)}
-            for row, m in table(lab).mistakes() + table(lab).variants():
-                subs[m.student] = h.solved_submission(lab, edits={row.solution: list(m.edits)})
+            for k, round_ in enumerate(rounds(lab)):
+                subs[f"round{k}"] = h.solved_submission(lab, edits=edits(round_))
             grades = h.autograde(course, lab, subs)
             assert not grades.ungradable, f"nbgrader could not grade: {grades.ungradable}\n{grades.log[-3000:]}"
             results[lab] = grades, course
@@ -93,18 +118,37 @@ def test_blank_gets_zero(graded, lab):
     assert grades["blank"] == {g: 0.0 for g in table(lab).full_marks()}
 
 
+@pytest.mark.parametrize("lab", LABS)
+def test_every_case_is_in_one_round_with_one_case_per_row(lab):
+    packed = [case for r in rounds(lab) for _, case in r]
+    assert sorted(c.name for c in packed) == sorted(c.name for _, c in table(lab).mistakes() + table(lab).variants())
+    for r in rounds(lab):
+        assert len({row.solution for row, _ in r}) == len(r)
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_nbgrader_scores_each_round_as_its_checks_do_in_process(graded, lab):
+    grades, _ = graded(lab)
+    for k, round_ in enumerate(rounds(lab)):
+        expected = {gid: p for gid, (p, _) in in_process.scores(lab, edits(round_)).items()}
+        got = {gid: grades[f"round{k}"][gid] for gid in expected}
+        assert got == expected, f"round{k} ({[c.name for _, c in round_]}): nbgrader {got}, in process {expected}"
+
+
 @pytest.mark.parametrize("case", MISTAKES, ids=_case_id)
 def test_mistake_loses_points_on_its_row_only(graded, case):
     lab, row, mistake = case
     grades, course = graded(lab)
-    got = grades[mistake.student]
+    student, round_ = round_of(lab, mistake)
+    got = grades[student]
     full = table(lab).auto_marks()
     own = dict(row.checks)
     lost = {gid: got[gid] for gid in own if got[gid] < own[gid]}
     assert lost, f"{mistake.name} was not caught by {sorted(own)}: {got}"
-    others = {gid: got[gid] for gid in full if gid not in own and got[gid] != full[gid]}
+    shared = {gid for r, _ in round_ for gid, _ in r.checks}            # rows with a case in this notebook
+    others = {gid: got[gid] for gid in full if gid not in shared and got[gid] != full[gid]}
     assert not others, f"{mistake.name} also lost points on {others}"
-    outputs = {gid: _check_output(course, lab, mistake.student, gid) for gid in lost}
+    outputs = {gid: _check_output(course, lab, student, gid) for gid in lost}
     said = "\n".join(outputs.values())
     assert mistake.says in said, f"{mistake.name}: the failing checks do not say {mistake.says!r}:\n{said}"
     if row in table(lab).tasks:      # a concept check's value is judged by its hidden test alone
@@ -114,7 +158,8 @@ def test_mistake_loses_points_on_its_row_only(graded, case):
 
 @pytest.mark.parametrize("case", VARIANTS, ids=_case_id)
 def test_correct_variant_gets_full_marks(graded, case):
-    lab, _, variant = case
+    lab, row, variant = case
     grades, _ = graded(lab)
-    got = {gid: grades[variant.student][gid] for gid in table(lab).auto_marks()}
-    assert got == table(lab).auto_marks(), f"{variant.name} is correct but scored {got}"
+    student, _ = round_of(lab, variant)
+    got = {gid: grades[student][gid] for gid, _ in row.checks}
+    assert got == dict(row.checks), f"{variant.name} is correct but scored {got}"

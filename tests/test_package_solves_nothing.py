@@ -5,7 +5,8 @@ course_utils function (or with a stand-in where the function wants a model), the
 hunts the package for shortcuts would. Each is run, in-process, against every check cell of its task
 in the instructor's notebook (visible and hidden checks), in the namespace of that notebook's own
 definitions (``course_staff.solutions.load_lab``). Every glue student must fail a check, or be
-impossible: its helper no longer exists or refuses the stand-in. The solution itself passes the
+refused (its helper rejects the stand-in); helpers deleted because they did a task's job are checked
+to stay absent (``DELETED``). The solution itself passes the
 same cells (the control that makes a failure mean something), and every task of both labs is in the
 catalogue: either with glue students or with the reason why none applies.
 
@@ -17,14 +18,17 @@ course's TinyLM to override its forward pass, writing chosen weights into a Tiny
 the package or setting a view's private attributes; such code does the task's work itself.
 """
 
+import ast
 import contextlib
 import io
 import textwrap
+from pathlib import Path
 
 import nbformat
 import pytest
 
-from course_staff.solutions import load_lab, notebook_path
+from course_staff.solutions import notebook_path
+import in_process
 from lab_tables import table
 
 # a stand-in "model": answers every prompt with the logits it was given (duck-typed, not a TinyLM)
@@ -123,12 +127,6 @@ def sample_with_temperature(logits, temperature, generator=None):
     probs = torch.from_numpy(first)[:, : logits.shape[1]].float()
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 ''',
-            "twotoken._softmax (the private helper), then torch.multinomial": '''
-from course_utils.twotoken import _softmax
-def sample_with_temperature(logits, temperature, generator=None):
-    probs = torch.from_numpy(_softmax(logits.double().numpy(), temperature)).float()
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-''',
             "the two-token tables of a stand-in model, row by row, then torch.multinomial": STANDIN + '''
 from course_utils.twotoken import two_token_logits, two_token_policy
 def sample_with_temperature(logits, temperature, generator=None):
@@ -141,12 +139,6 @@ def sample_with_temperature(logits, temperature, generator=None):
         "kl_estimators": "k1, k2, k3 of sampled log-probs: nothing in course_utils computes a KL from samples "
                          "(KLEstimatorExperiment takes the student's own kl_estimators)",
         "tilted_optimum": {
-            "response_tree.tilt (moved into tests/test_exact.py)": '''
-from course_utils.response_tree import tilt
-def tilted_optimum(ref_probs, rewards, beta):
-    log_pi, log_z = tilt(torch.log(torch.as_tensor(ref_probs)).reshape(1, -1), torch.as_tensor(rewards).reshape(1, -1), beta)
-    return log_pi.exp().reshape(ref_probs.shape).numpy(), float(log_z[0])
-''',
             "response_tree.soft_values on a one-level tree": '''
 from course_utils.response_tree import soft_values
 def tilted_optimum(ref_probs, rewards, beta):
@@ -165,13 +157,6 @@ def tilted_optimum(ref_probs, rewards, beta):
 ''',
         },
         "kl_objective": {
-            "twotoken.pair_kl (the known case, removed)": '''
-from course_utils.twotoken import pair_kl
-def kl_objective(probs, ref_probs, rewards, beta):
-    one = np.ones(1)
-    kl = pair_kl(one, probs.reshape(1, -1), one, ref_probs.reshape(1, -1))
-    return float((probs * rewards).sum() - beta * kl)
-''',
             "the entropy of the Lab 11 views for the p log p part of the KL": '''
 from course_utils.views.lab11 import entropy
 def kl_objective(probs, ref_probs, rewards, beta):
@@ -233,7 +218,7 @@ _LABS = {}
 
 def lab_of(name):
     if name not in _LABS:
-        _LABS[name] = (load_lab(name), check_cells(name))
+        _LABS[name] = (in_process.reference(name), check_cells(name))     # loaded once per process
     return _LABS[name]
 
 
@@ -272,6 +257,24 @@ STUDENTS = [(lab, task, name, source) for lab, tasks in CATALOGUE.items() for ta
 def test_glue_student_fails_or_is_impossible(lab, task, name, source):
     verdict, detail = outcome(lab, task, source)
     assert verdict != "PASSES", f"{lab} {task}: the glue student '{name}' passes every check: course_utils does the task"
+
+
+# helpers that once did a task's job and were deleted: they must not come back (a glue student built on
+# one of them could only fail to import, so it is this check instead)
+DELETED = {"pair_kl": "Lab 11's kl_objective", "tilt": "Lab 11's tilted_optimum",
+           "_softmax": "Lab 11's sample_with_temperature (a tempered softmax)"}
+
+
+def test_deleted_helpers_stay_absent():
+    defined = {}
+    for path in sorted((Path(__file__).resolve().parents[1] / "course_utils").rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            names = [node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else \
+                [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
+            defined.update({name: path.name for name in names})
+    back = {name: f"{defined[name]} (it did {what})" for name, what in DELETED.items() if name in defined}
+    assert not back, f"a deleted helper is back in course_utils: {back}"
+    assert "ranked_data" in defined and "sample" in defined, "the scan finds course_utils' definitions"
 
 
 @pytest.mark.parametrize("lab_name", sorted(CATALOGUE))

@@ -158,7 +158,7 @@ def test_digit_rm_shapes():
 
 
 def test_gold_order_agreement_counts_only_pairs_with_a_gold_winner():
-    from course_utils.reward_model import gold_order_agreement
+    from course_utils.evaluation import gold_order_agreement
 
     rm = DigitRM()
     with torch.no_grad():

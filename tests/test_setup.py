@@ -80,13 +80,13 @@ def test_broken_nbgrader_config_fails_loudly(tmp_path):
 @pytest.mark.slow   # starts nbgrader
 def test_config_with_a_syntax_error_stops_the_ta_targets(tmp_path):
     """A syntax error escapes the config's own try (nbgrader logs it and goes on): the Makefile's
-    TA targets first run course_staff.nbgrader_plugins, which must fail on it."""
+    TA targets first run course_staff.grading.nbgrader_plugins, which must fail on it."""
     text = (ROOT / "nbgrader_config.py").read_text()
     (tmp_path / "nbgrader_config.py").write_text(text.replace("c = get_config()", "c = get_config(", 1))
-    res = subprocess.run([sys.executable, "-m", "course_staff.nbgrader_plugins", "nbgrader_config.py"],
+    res = subprocess.run([sys.executable, "-m", "course_staff.grading.nbgrader_plugins", "nbgrader_config.py"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert res.returncode != 0 and "SyntaxError" in res.stderr, res.stderr[-2000:]
-    ok = subprocess.run([sys.executable, "-m", "course_staff.nbgrader_plugins", str(ROOT / "nbgrader_config.py")],
+    ok = subprocess.run([sys.executable, "-m", "course_staff.grading.nbgrader_plugins", str(ROOT / "nbgrader_config.py")],
                         capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0 and "loads cleanly" in ok.stdout, ok.stderr[-2000:]
 

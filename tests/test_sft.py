@@ -1,11 +1,12 @@
 """The shipped SFT checkpoint: good enough to add, bad enough to leave RLHF room; rebuildable."""
 
+import json
 import random
 
 import pytest
 import torch
 
-from course_utils.build_sft import train_sft
+from course_staff.edition.build_sft import checkpoint_digest, record_path, train_sft
 from course_utils.prefs import gold_score
 from course_utils.tinylm import decode_responses, load_sft, make_batch, sample
 from rollouts import greedy
@@ -36,6 +37,7 @@ def test_greedy_sft_is_mostly_right(sft):
     assert sum(r == a for r, a in zip(decode_responses(out), answers)) >= 70
 
 
+@pytest.mark.slow   # trains the SFT model (800 Adam steps)
 def test_rebuilt_checkpoint_matches_the_shipped_one(sft):
     rebuilt = train_sft(seed=0)
     assert torch.equal(greedy(rebuilt, ALL_PROMPTS)["ids"],
@@ -44,3 +46,10 @@ def test_rebuilt_checkpoint_matches_the_shipped_one(sft):
         for step in range(4):               # logits on the prompt and on the greedy continuations
             seq = greedy(sft, ALL_PROMPTS)["ids"][:, :5 + step]
             torch.testing.assert_close(rebuilt(seq), sft(seq), atol=1e-3, rtol=1e-3)
+
+
+def test_the_checkpoint_records_how_and_where_it_was_made():
+    record = json.loads(record_path().read_text())
+    assert record["sha256"] == checkpoint_digest(), \
+        "sft.json describes another checkpoint than sft.pt: rebuild both with `make sft`"
+    assert {"processor", "capability", "threads", "torch"} <= set(record["made on"])

@@ -6,7 +6,7 @@ PATH, run the README's first command (``make lab``: set-up in a fresh .venv, the
 once it answers); run the start-here notebook; run each blank lab top to bottom as JupyterLab's Run
 All would (the only tracebacks allowed are the unfinished tasks' checks); run the README's second
 command (``make check``) on the blank labs, then on the labs with every solution cell filled from
-source/ (course_staff.harness), where every visible check must pass.
+source/ (tests/harness.py), where every visible check must pass.
 """
 
 import json
@@ -19,9 +19,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_staff import edition
-from course_staff.harness import solved_submission
-from course_staff.leaks import leaks
+from course_staff.edition import student_edition as edition
+from harness import solved_submission
+from course_staff.edition.leaks import leaks
 from make_lab import make_lab_until_it_answers
 
 pytestmark = pytest.mark.slow

@@ -17,11 +17,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from course_staff import harness as h
-from course_staff.class_grading import graded
-from course_staff.late_policy import LatePolicy
-from course_staff.manual_scores import SHADOWED
-from course_staff.nbgrader_plugins import TAMPER_ALARM, RestoreReadOnlyCells, check_config
+import harness as h
+from course_staff import course
+from course_staff.grading.class_grading import graded
+from course_staff.grading.late_policy import LatePolicy
+from course_staff.grading.manual_scores import SHADOWED
+from course_staff.grading.nbgrader_plugins import TAMPER_ALARM, RestoreReadOnlyCells, check_config
 import classroom
 import students as st
 from lab_tables import table
@@ -107,7 +108,7 @@ def test_grading_targets_never_regenerate(tmp_path):
                            "LAB=lab11", "STUDENT=x", "NBGRADER_DB_URL=postgresql://nbgrader@db/course"],
                           capture_output=True, text=True)
     assert plan.returncode == 0, plan.stderr
-    assert "course_staff.class_grading autograde lab11" in plan.stdout
+    assert "course_staff.grading.class_grading autograde lab11" in plan.stdout
     assert "generate_assignment" not in plan.stdout and "release" not in plan.stdout, plan.stdout
 
 
@@ -203,11 +204,14 @@ def test_the_guide_command_clears_it(week):
 # -- late policy ---------------------------------------------------------------------------------
 
 def test_the_late_policy_in_steps():
-    policy = LatePolicy(grace_minutes=15, percent_per_day=10)
+    policy = LatePolicy()                       # the course's defaults: what nbgrader_config.py uses
     minute, day = 60, 24 * 3600
     assert [policy.fraction_lost(s) for s in (0, 15 * minute, 16 * minute, day + 15 * minute,
                                                day + 16 * minute, 9 * day, 20 * day)] == \
         pytest.approx([0, 0, 0.1, 0.1, 0.2, 0.9, 1.0])
+    config = course.config(h.REPO)
+    assert config.AssignLatePenalties.plugin_class is LatePolicy
+    assert "LatePolicy" not in config, "nbgrader_config.py restates the policy: its numbers live in late_policy.py"
 
 
 @pytest.mark.slow
@@ -227,6 +231,7 @@ def test_the_course_configures_the_late_policy(week):
 
 # -- outdated configuration names ------------------------------------------------------------------
 
+@pytest.mark.slow   # loads the config into every nbgrader application, in a new interpreter too
 def test_outdated_config_names_stop_the_ta_targets(tmp_path):
     good = h.REPO / "nbgrader_config.py"
     check_config(good)                                        # the course's own config: no outdated name
@@ -235,7 +240,7 @@ def test_outdated_config_names_stop_the_ta_targets(tmp_path):
     bad.write_text(good.read_text().replace("    c.ExchangeCollect.check_owner = False",
                                             "    c.CollectApp.check_owner = False"))
     assert "CollectApp.check_owner" in bad.read_text()
-    proc = subprocess.run([sys.executable, "-m", "course_staff.nbgrader_plugins", str(bad)],
+    proc = subprocess.run([sys.executable, "-m", "course_staff.grading.nbgrader_plugins", str(bad)],
                           capture_output=True, text=True)
     assert proc.returncode != 0
     assert "Use ExchangeCollect in config, not CollectApp" in proc.stderr, proc.stderr

@@ -5,8 +5,8 @@ import random
 import pytest
 import torch
 
-from course_utils.tinylm import (BOS, EOS, MAX_LEN, MAX_NEW, PAD, PLUS, EQUALS, PROMPT_LEN, VOCAB_SIZE,
-                                 TinyLM, answer_tokens, decode_prompts, decode_responses, encode_prompts,
+from course_utils.tinylm import (BOS, DIGITS, EOS, MAX_LEN, MAX_NEW, N_DIGITS, NEVER_SAMPLED, PAD, PLUS, EQUALS,
+                                 PROMPT_LEN, RESPONSE_TOKENS, TOKENS, VOCAB_SIZE, TinyLM, answer_tokens, decode_responses, encode_prompts,
                                  load_sft, make_batch, sample, sequence_logprobs, supervised_loss)
 from rollouts import rollout
 
@@ -186,6 +186,17 @@ def test_sequence_logprobs_of_hand_made_rollout(sft):
 
 
 # ----------------------------------------------------------------------------- decoding
+def test_the_vocabulary_layout():
+    assert [TOKENS[d] for d in DIGITS] == [str(d) for d in range(10)] and N_DIGITS == len(DIGITS) == 10
+    assert [TOKENS[t] for t in (PLUS, EQUALS, BOS, EOS, PAD)] == ["+", "=", "<bos>", "<eos>", "<pad>"]
+    assert RESPONSE_TOKENS == DIGITS + [PLUS, EQUALS, EOS] and not set(RESPONSE_TOKENS) & set(NEVER_SAMPLED)
+
+
+def decode_prompts(out):
+    """Prompt strings of a rollout, e.g. ``"7+5="`` (only the tests read prompts back)."""
+    return ["".join(TOKENS[t] for t in row[1:]) for row in out["ids"][:, :out["prompt_len"]].tolist()]
+
+
 def test_decode():
     out = rollout(["3+4=", "7+5=", "1+1=", "2+2=", "5+5="],
                   [[7, EOS], [1, 2, EOS], [EOS], [7, 7, 7, 7], [PLUS, EOS]])

@@ -74,7 +74,7 @@ def _postgres(folder):
     """Start `make postgres`'s server in ``folder``, give its role a password and require it for
     every TCP connection (it trusts them all): the students are local users too.
     Returns (gradebook URL, hub database URL)."""
-    _run(VENV / "bin" / "python", "-m", "course_staff.postgres", "start", folder, cwd=REPO)
+    _run(VENV / "bin" / "python", "-m", "course_staff.grading.postgres", "start", folder, cwd=REPO)
     server = json.loads((Path(folder) / "server.json").read_text())
     password = secrets.token_urlsafe(18)
     import psycopg
@@ -171,7 +171,7 @@ def start(root, prefix):
 
     t0 = time.monotonic()
     print(f"student edition -> {paths['edition']}", flush=True)
-    _run(VENV / "bin" / "python", "-m", "course_staff.edition", paths["edition"], cwd=REPO)
+    _run(VENV / "bin" / "python", "-m", "course_staff.edition.student_edition", paths["edition"], cwd=REPO)
     print(f"servers' Python -> {paths['env']}", flush=True)
     lib = environment.build(VENV, paths["env"], paths["edition"], paths["python"])
     problems = environment.leftovers(paths["env"], lib)
@@ -193,7 +193,7 @@ def start(root, prefix):
         instructor=names["instructor"], students=names["students"])
     paths["state"].write_text(json.dumps(state))
     # the gradebook knows the labs before anyone opens Formgrader (as `make record` does)
-    _run(paths["env"] / "bin" / "python", "-m", "course_staff.class_grading", "record", "lab11", "lab12",
+    _run(paths["env"] / "bin" / "python", "-m", "course_staff.grading.class_grading", "record", "lab11", "lab12",
          user=names["instructor"], cwd=pwd.getpwnam(names["instructor"]).pw_dir,
          env={**server_environment(state, names["instructor"]), "HOME": pwd.getpwnam(names["instructor"]).pw_dir})
     log = paths["hub"] / "jupyterhub.log"
@@ -250,7 +250,7 @@ def stop(root):
         accounts.remove(name)
         print(f"user {name} removed, with its home")
     if (paths["postgres"] / "server.json").exists():
-        _run(VENV / "bin" / "python", "-m", "course_staff.postgres", "stop", paths["postgres"], cwd=REPO)
+        _run(VENV / "bin" / "python", "-m", "course_staff.grading.postgres", "stop", paths["postgres"], cwd=REPO)
         print("PostgreSQL stopped, its data deleted")
     shutil.rmtree(paths["root"], ignore_errors=True)
     print(f"{paths['root']} removed (exchange, servers' Python, hub state)")

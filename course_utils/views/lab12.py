@@ -23,14 +23,15 @@ import torch
 import torch.nn.functional as F
 from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullLocator
 
+from course_utils.evaluation import METRICS, gold_order_agreement
 from course_utils.labeler import ranked_data
 from course_utils.response_tree import FEATURES, ResponseTree, complete_only, response_probs
-from course_utils.reward_model import gold_order_agreement
-from course_utils.runs import METRICS, SWEEP_BETAS, RunCache
+from course_utils.runs import SWEEP_BETAS, RunCache
 from course_utils.runtime import progress
-from course_utils.tinylm import decode_responses, make_batch, sample
+from course_utils.tinylm import DIGITS, TOKENS, decode_responses, make_batch, sample
 from course_utils.views.base import FastFigure, PngFigure, View, show_slider
 from course_utils.views.optimum import OptimumComparison, OptimumSlider
+from course_utils.world import N_OFFSET
 
 REFERENCE_PATH = Path(__file__).resolve().parents[1] / "data" / "lab12_reference_curves.json"
 
@@ -90,13 +91,13 @@ class RewardModelFit(View):
     held-out rankings: accuracy on the labeler's noisy pairs against the noise ceiling (the lab's
     ``rm_accuracy``), agreement with the noise-free gold order, and the learned digit weights."""
 
-    def __init__(self, runs, train_reward_model, rm_accuracy, comparisons, held_out_seed=1):
+    def __init__(self, runs, train_reward_model, rm_accuracy, comparisons):
         self.runs, self.train_reward_model = runs, train_reward_model
-        self.rm_accuracy, self.comparisons, self.held_out_seed = rm_accuracy, comparisons, held_out_seed
+        self.rm_accuracy, self.comparisons = rm_accuracy, comparisons
 
     def _prepare(self):
         rm = self.runs.fit_reward_model(self.train_reward_model)
-        held_out = ranked_data(self.runs.sft, 2000, k=4, seed=self.held_out_seed)
+        held_out = self.runs.world.held_out
         self.acc, self.ceiling = self.rm_accuracy(rm, held_out)
         self.agreement, self.decided = gold_order_agreement(rm, *self.comparisons(held_out))
         self.weights = rm.w.detach().clone()
@@ -120,7 +121,7 @@ class RewardOffset(View):
         _, self.rm_offset = self.runs.reward()
 
     def display(self):
-        print(f"rm_offset = mean RM score of 2000 SFT samples = {self.rm_offset:.3f}")
+        print(f"rm_offset = mean RM score of {N_OFFSET} SFT samples = {self.rm_offset:.3f}")
 
 
 def plot_rm_fit(acc, ceiling, agreement, weights):
@@ -140,7 +141,7 @@ def plot_rm_fit(acc, ceiling, agreement, weights):
     a2.axhline(1.0, color="#444444", lw=1, ls="--")
     a2.set_title("pairs with different gold scores,\nnoise-free order")
     w = np.asarray(weights, dtype=float)
-    a3.bar([str(d) for d in range(10)], w, color=COLORS[4])
+    a3.bar([TOKENS[d] for d in DIGITS], w, color=COLORS[4])
     a3.axhline(0, color="black", lw=0.8)
     a3.set_xlabel("digit")
     a3.set_title("RM weight per occurrence of each digit")

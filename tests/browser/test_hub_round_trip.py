@@ -36,7 +36,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_staff import harness
+import harness                      # tests/harness.py: the reference solution, the release, a course copy
 from course_staff.hub import COURSE, exchange, server_environment
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -254,7 +254,7 @@ def _hub_scores(state, students):
     """{student: {grade_id: counted score}} and {student: late penalty} from the hub's gradebook."""
     from nbgrader.api import Gradebook
 
-    from course_staff.manual_scores import counted_score
+    from course_staff.grading.manual_scores import counted_score
     scores, penalties = {}, {}
     with Gradebook(state["db_url"]) as gb:
         for s in students:
@@ -379,7 +379,7 @@ EOF""")
     for s in (s1, s2, s3):
         assert (Path(f"/home/{instructor}/submitted/{s}/{LAB}/{LAB}.ipynb")).exists(), s
     t0 = time.monotonic()
-    graded_log = _as(state, instructor, f"python -m course_staff.class_grading autograde {LAB} --jobs 2", timeout=600)
+    graded_log = _as(state, instructor, f"python -m course_staff.grading.class_grading autograde {LAB} --jobs 2", timeout=600)
     print(f"[hub] autograde JOBS=2 on PostgreSQL, {time.monotonic() - t0:.0f} s:\n{graded_log[-1500:]}")
     # -- 4. student 2 against student 1 and the course: terminal, file browser, then the control
     probe, n_targets = _probe_script(state, inbound)
@@ -474,12 +474,12 @@ EOF""")
         for name in (f"{LAB}.ipynb", "timestamp.txt"):
             shutil.copy2(f"/home/{instructor}/submitted/{s}/{LAB}/{name}", dest / name)
     env = {k: v for k, v in os.environ.items() if not k.startswith("NBGRADER")}
-    nohub = subprocess.run([PY, "-m", "course_staff.class_grading", "autograde", LAB], cwd=course, env=env,
+    nohub = subprocess.run([PY, "-m", "course_staff.grading.class_grading", "autograde", LAB], cwd=course, env=env,
                            capture_output=True, text=True, timeout=600)
     assert nohub.returncode == 0, nohub.stdout + nohub.stderr
     from nbgrader.api import Gradebook
 
-    from course_staff.manual_scores import counted_score
+    from course_staff.grading.manual_scores import counted_score
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         plain = {s: {g.name: counted_score(g) for nb in gb.find_submission(LAB, s).notebooks for g in nb.grades}
                  for s in (s1, s2, s3)}

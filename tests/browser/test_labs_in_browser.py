@@ -16,13 +16,15 @@ import re
 
 import pytest
 
+from course_staff.course import LABS as course_LABS
+
 from . import jlab
 from .conftest import REPO
 from .jlab import step
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-LABS = ["lab11", "lab12"]
+LABS = list(course_LABS)
 RUN_ALL_TIMEOUT_S = 600          # Lab 12 runs its PPO experiments: about 1-2 minutes on a laptop
 CELL_TIMEOUT_S = 180
 # "Finish Task 2 (...) first, then run this cell again.", "Fit the reward model first (Tasks 1 and 2)"

@@ -6,15 +6,20 @@
     lab.auto_marks()                     -> {check cell: points} of every autograded cell
     lab.written_marks()                  -> {answer cell: points} of every answer a TA grades
 
-A row is a Task (a function the student writes: its solution cell, its check cells and their points,
-the likely mistakes that must lose points there and nowhere else, and other correct versions that
-must keep full marks), a Concept (a concept check: the cell holding the answer, its check cell, and
-wrong answers), or a Question (a written answer cell, graded by hand). The simulated students
+A row is a Task (a function the student writes: its solution cell, its check cells, the likely
+mistakes that must lose points there and nowhere else, and other correct versions that must keep
+full marks), a Concept (a concept check: the cell holding the answer, its check cell, and wrong
+answers), or a Question (a written answer cell, graded by hand). The simulated students
 (tests/students), the mutant catalogue (tests/test_mutants.py) and the lifecycle read these tables,
 by name; tests/test_lab_tables.py checks each against its source notebook, cell by cell.
+
+Points have one source, the nbgrader metadata of the source notebook: ``table(lab)`` reads them
+from there into every row (the tables name cells, never points), and tests/test_lab_tables.py checks
+each task heading, the intro table and the total of the notebook's text against the same metadata.
 """
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -34,9 +39,15 @@ class Mistake:
 class Task:
     """A function the student writes, graded by one or more check cells."""
     name: str                # the function, e.g. "gae_per_token"; its cell is <name>_solution
-    checks: tuple            # ((check cell grade_id, points), ...), in notebook order
+    cells: tuple             # (check cell grade_id, ...), in notebook order
     mistakes: tuple = ()
     variants: tuple = ()
+    points: tuple = ()       # (points, ...) of those cells, from the notebook (table() fills it in)
+
+    @property
+    def checks(self):
+        """((check cell grade_id, points), ...), in notebook order."""
+        return tuple(zip(self.cells, self.points))
 
     @property
     def function(self):
@@ -51,9 +62,13 @@ class Task:
 class Concept:
     """A concept check: a short answer in a code cell, graded automatically."""
     name: str                # the answer cell's grade_id, e.g. "concept_kl_noise" (it defines a function)
-    points: float
     mistakes: tuple = ()     # wrong answers
     variants: tuple = ()
+    points: float = None     # of its check cell, from the notebook (table() fills it in)
+
+    @property
+    def cells(self):
+        return (f"test_{self.name}",)
 
     @property
     def solution(self):
@@ -61,14 +76,14 @@ class Concept:
 
     @property
     def checks(self):
-        return ((f"test_{self.name}", self.points),)
+        return ((self.cells[0], self.points),)
 
 
 @dataclass(frozen=True)
 class Question:
     """A written answer, graded by a TA in the formgrader."""
     name: str                # the answer cell's grade_id, e.g. "answer_kl_signs"
-    points: float
+    points: float = None     # from the notebook (table() fills it in)
 
 
 @dataclass(frozen=True)
@@ -107,18 +122,44 @@ class Lab:
     def variants(self):
         return [(row, v) for row in self.rows for v in row.variants]
 
+    def with_points(self, points):
+        """This table with every row's points from ``points`` ({grade_id: points})."""
+        def of(gid):
+            if gid not in points:
+                raise KeyError(f"{self.name}: the table names {gid!r}, which is no graded cell of the notebook")
+            return points[gid]
+        return replace(self, tasks=tuple(replace(t, points=tuple(of(g) for g in t.cells)) for t in self.tasks),
+                       concepts=tuple(replace(c, points=of(c.cells[0])) for c in self.concepts),
+                       questions=tuple(replace(q, points=of(q.name)) for q in self.questions))
 
-def task(name, checks, mistakes=(), variants=()):
-    """A Task; ``checks`` is {grade_id: points} or a number (one cell named test_<name>)."""
-    if not isinstance(checks, dict):
-        checks = {f"test_{name}": checks}
-    return Task(name, tuple(checks.items()), tuple(mistakes), tuple(variants))
+
+def task(name, checks=None, mistakes=(), variants=()):
+    """A Task; ``checks`` names its check cells in notebook order (default: one cell test_<name>).
+    Their points are the notebook's, never the table's."""
+    if checks is None:
+        checks = (f"test_{name}",)
+    if isinstance(checks, (int, float, dict)):
+        raise TypeError(f"task({name!r}, {checks!r}): points live in the notebook's nbgrader metadata; "
+                        "name the check cells (or none, for one cell test_<name>)")
+    return Task(name, tuple(checks), tuple(mistakes), tuple(variants))
 
 
+def notebook_points(lab):
+    """{grade_id: points} of every graded cell of the source notebook: the one source of points."""
+    import nbformat
+
+    from harness import REPO
+
+    cells = nbformat.read(str(REPO / "source" / lab / f"{lab}.ipynb"), as_version=4).cells
+    graded = (c.metadata.get("nbgrader", {}) for c in cells)
+    return {m["grade_id"]: float(m["points"]) for m in graded if m.get("grade")}
+
+
+@functools.cache
 def table(lab):
-    """The table of ``lab`` ("lab11" or "lab12")."""
+    """The table of ``lab`` ("lab11" or "lab12"), with the points of its source notebook."""
     from importlib import import_module
-    return import_module(f"lab_tables.{lab}").TABLE
+    return import_module(f"lab_tables.{lab}").TABLE.with_points(notebook_points(lab))
 
 
-__all__ = ["Mistake", "Task", "Concept", "Question", "Lab", "task", "table"]
+__all__ = ["Mistake", "Task", "Concept", "Question", "Lab", "task", "table", "notebook_points"]

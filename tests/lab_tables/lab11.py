@@ -17,7 +17,7 @@ def _v(name, body, old):
 
 
 TABLE = Lab("lab11", tasks=(
-    task("response_logprobs", 2, mistakes=(
+    task("response_logprobs", mistakes=(
         M("rl_no_shift", (("logits[:, prompt_len - 1:-1]", "logits[:, prompt_len:]"),), "no shift"),
         M("rl_softmax", (("F.log_softmax(", "F.softmax("),), "softmax instead of log_softmax"),
         M("rl_raw_logits", (("F.log_softmax(logits[:, prompt_len - 1:-1], dim=-1)", "logits[:, prompt_len - 1:-1]"),),
@@ -37,7 +37,7 @@ TABLE = Lab("lab11", tasks=(
            "    return torch.take_along_dim(logp, ids[:, prompt_len:, None], dim=-1)[..., 0]\n"
            "    logp = F.log_softmax(", "    logp = F.log_softmax("),
     )),
-    task("sequence_logprob", 1, mistakes=(
+    task("sequence_logprob", mistakes=(
         M("seq_times_mask", (("torch.where(real, tok_logp, torch.zeros_like(tok_logp))", "(tok_logp * mask)"),),
           "multiplying by the mask"),
         M("seq_no_mask", (("torch.where(real, tok_logp, torch.zeros_like(tok_logp))", "tok_logp"),), "no mask"),
@@ -52,7 +52,7 @@ TABLE = Lab("lab11", tasks=(
         _v("ok_nansum_where", "    keep = mask > 0\n    return torch.where(keep, tok_logp, 0.0).sum(dim=1)\n    real = mask.bool()",
            "    real = mask.bool()"),
     )),
-    task("sample_with_temperature", 3, mistakes=(
+    task("sample_with_temperature", mistakes=(
         M("swt_no_greedy", (("    if temperature == 0:\n        return logits.argmax(dim=-1)\n", ""),), "dividing by T = 0"),
         M("swt_times_T", (("logits / temperature", "logits * temperature"),), "multiplied by T"),
         M("swt_ignores_T", (("logits / temperature", "logits"),), "temperature was ignored"),
@@ -75,7 +75,7 @@ TABLE = Lab("lab11", tasks=(
            "    return torch.multinomial(probs, 1, replacement=True, generator=generator)[:, 0]\n"
            "    if temperature == 0:", "    if temperature == 0:"),
     )),
-    task("kl_estimators", 2, mistakes=(
+    task("kl_estimators", mistakes=(
         M("kl_flipped", (("logp - ref_logp", "ref_logp - logp"),), "flipped"),
         M("kl_k1_ratio", (("k1 = log_ratio", "k1 = log_ratio.exp()"),), "the ratio"),
         M("kl_k2_no_half", (("log_ratio ** 2 / 2", "log_ratio ** 2"),), "without the / 2"),
@@ -91,7 +91,7 @@ TABLE = Lab("lab11", tasks=(
            "    r = torch.exp(ref_logp - logp)\n    return logp - ref_logp, (logp - ref_logp).pow(2) / 2, (r - 1) - torch.log(r)\n"
            "    log_ratio = logp - ref_logp", "    log_ratio = logp - ref_logp"),
     )),
-    task("tilted_optimum", 3, mistakes=(
+    task("tilted_optimum", mistakes=(
         M("to_times_beta", (("rewards / beta", "rewards * beta"),), "exp(r * beta)"),
         M("to_no_max", (("np.exp(scores - top)", "np.exp(scores)"), ("float(top + np.log(total))", "float(np.log(total))")),
           "log space"),
@@ -110,7 +110,7 @@ TABLE = Lab("lab11", tasks=(
            "    w = np.where(ok, np.exp(s - m), 0.0)\n    return w / w.sum(), m + np.log(w.sum())\n"
            "    with np.errstate(", "    with np.errstate("),
     )),
-    task("kl_objective", 2, mistakes=(
+    task("kl_objective", mistakes=(
         M("ko_reversed_kl", (("support = probs > 0", "support = ref_probs > 0"),
                              ("p * (np.log(p) - np.log(q))", "q * (np.log(q) - np.log(p))")), "reversed"),
         M("ko_zero_log_zero", (("support = probs > 0", "support = probs >= 0"),), "0 log 0"),
@@ -127,7 +127,7 @@ TABLE = Lab("lab11", tasks=(
            "    kl = np.sum(np.where(probs > 0, probs * np.log(safe_p / safe_q), 0.0))\n"
            "    return np.sum(probs * rewards) - beta * kl\n    support = probs > 0", "    support = probs > 0"),
     )),
-    task("token_level_optimum", 3, mistakes=(
+    task("token_level_optimum", mistakes=(
         M("tl_expected_value", (("beta * np.logaddexp.reduce(log_second + rewards / beta, axis=1)",
                                  "np.sum(second * rewards, axis=1)"),), "expected reward"),
         M("tl_times_beta", (("/ beta", "* beta"),), "exp(r * beta)"),
@@ -151,12 +151,12 @@ TABLE = Lab("lab11", tasks=(
            "    with np.errstate(", "    with np.errstate("),
     )),
 ), concepts=(
-    Concept("concept_kl_noise", 1, mistakes=(
+    Concept("concept_kl_noise", mistakes=(
         M("cc_noise_inverted", (("return round(41.72 / 3.43, 1)", "return round(3.43 / 41.72, 2)"),), "is not within 15%"),)),
-    Concept("concept_kl_limit", 1, mistakes=(
+    Concept("concept_kl_limit", mistakes=(
         M("cc_limit_log2", (("return round(-np.log(0.719), 2)", "return round(np.log(2), 2)"),), "is not within 0.02"),)),
 ), questions=(
-    Question("answer_kl_signs", 2),
-    Question("answer_objective_identity", 2),
-    Question("answer_beta_limit", 1),
+    Question("answer_kl_signs"),
+    Question("answer_objective_identity"),
+    Question("answer_beta_limit"),
 ))

@@ -15,7 +15,7 @@ def _v(name, body, first_line):
 
 
 TABLE = Lab("lab12", tasks=(
-    task("bt_loss", 2, mistakes=(
+    task("bt_loss", mistakes=(
         M("bt_margin_reversed", (("-F.logsigmoid(r_chosen - r_rejected)", "-F.logsigmoid(r_rejected - r_chosen)"),),
           "the margin is reversed"),
         M("bt_sum", (("(r_chosen - r_rejected).mean()", "(r_chosen - r_rejected).sum()"),), "summed, not averaged"),
@@ -30,7 +30,7 @@ TABLE = Lab("lab12", tasks=(
            "    return F.binary_cross_entropy_with_logits(r_chosen - r_rejected, torch.ones_like(r_chosen))\n",
            "    return -F.logsigmoid("),
     )),
-    task("ranking_to_pairs", 2, mistakes=(
+    task("ranking_to_pairs", mistakes=(
         M("pairs_swapped", (("(ranking[i], ranking[j])", "(ranking[j], ranking[i])"),), "winner and loser are swapped"),
         M("pairs_positions", (("(ranking[i], ranking[j])", "(i, j)"),), "these are positions"),
         M("pairs_self", (("range(i + 1, len(ranking))", "range(i, len(ranking))"),), "paired with itself"),
@@ -42,7 +42,7 @@ TABLE = Lab("lab12", tasks=(
     ), variants=(
         _v("ok_combinations", "    import itertools\n    return list(itertools.combinations(ranking, 2))\n", "    pairs = []"),
     )),
-    task("kl_penalized_rewards", 3, mistakes=(
+    task("kl_penalized_rewards", mistakes=(
         M("rew_last_column", (("last = mask.sum(dim=1).long() - 1", "last = torch.full((mask.shape[0],), mask.shape[1] - 1)"),),
           "added in the last column"),
         M("rew_kl_sign", (("-beta * (logp - ref_logp)", "beta * (logp - ref_logp)"),), "the KL term has the wrong sign"),
@@ -61,7 +61,7 @@ TABLE = Lab("lab12", tasks=(
            "    kl = torch.where(mask.bool(), -beta * (logp - ref_logp), torch.zeros_like(logp))\n"
            "    return kl + last * score[:, None]\n", "    rewards = torch.where("),
     )),
-    task("gae_per_token", {"test_gae_per_token": 2, "test_gae_per_token_returns": 1, "test_gae_per_token_inputs": 1},
+    task("gae_per_token", ("test_gae_per_token", "test_gae_per_token_returns", "test_gae_per_token_inputs"),
          mistakes=(
         M("gae_value_leak", (("values = values * mask", "values = values * 1.0"),), "leaked in"),
         M("gae_no_lambda", (("gamma * lam * next_adv", "gamma * next_adv"),), "lambda is missing"),
@@ -82,7 +82,7 @@ TABLE = Lab("lab12", tasks=(
            "        adv[:, t] = running\n"
            "    return adv, (adv + v) * mask\n", "    B, T = rewards.shape"),
     )),
-    task("ppo_rlhf_loss", {"test_ppo_rlhf_loss": 2, "test_ppo_rlhf_loss_value": 1, "test_ppo_rlhf_loss_clip_frac": 1},
+    task("ppo_rlhf_loss", ("test_ppo_rlhf_loss", "test_ppo_rlhf_loss_value", "test_ppo_rlhf_loss_clip_frac"),
          mistakes=(
         M("ppo_max", (("torch.min(unclipped, clipped)", "torch.max(unclipped, clipped)"),), "max instead of min"),
         M("ppo_plain_mean", (("masked_mean(torch.min(unclipped, clipped), mask)", "torch.min(unclipped, clipped).mean()"),),
@@ -107,13 +107,13 @@ TABLE = Lab("lab12", tasks=(
            "    ratio = torch.exp("),
     )),
 ), concepts=(
-    Concept("concept_ceiling", 1, mistakes=(
+    Concept("concept_ceiling", mistakes=(
         M("cc_ceiling_blank", (("math.exp(-0.3 * (1 - 0))", "math.exp(-0.3 * (1 - -1))"),), "is not within 0.005"),)),
-    Concept("concept_clip", 1, mistakes=(
+    Concept("concept_clip", mistakes=(
         M("cc_clip_above", (('past_the_clip = {"a", "d"}', 'past_the_clip = {"a", "c"}'),), "is not the set"),)),
 ), questions=(
-    Question("answer_exp1_predict", 1),
-    Question("answer_exp1_explain", 2),
-    Question("answer_ptx", 1),
-    Question("answer_optimum_hacks", 2),
+    Question("answer_exp1_predict"),
+    Question("answer_exp1_explain"),
+    Question("answer_ptx"),
+    Question("answer_optimum_hacks"),
 ))

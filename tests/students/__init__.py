@@ -8,7 +8,7 @@ and questions as its table does (tests/lab_tables): ``row(lab, "gae_per_token")`
 
 import re
 
-from course_staff import harness as h
+import harness as h
 from lab_tables import table
 
 

@@ -35,12 +35,12 @@ import torch
 import torch.nn.functional as F
 
 from course_staff.solutions import load_lab
-from course_utils.labeler import ranked_data, response_metrics
-from course_utils.reward_model import digit_counts, sft_offset
+from course_utils import world
+from course_utils.evaluation import METRICS, pair_accuracy, response_metrics
+from course_utils.reward_model import digit_counts
 from course_utils.runtime import progress
-from course_utils.tinylm import TinyLM, load_sft, make_batch, sample, sequence_logprobs
-
-N_PROMPTS = 2000          # ranked prompts (x 4 responses: 12,000 pairs), and as many held out
+from course_utils.tinylm import TinyLM, make_batch, sample, sequence_logprobs
+from course_utils.world import N_PROMPTS, World     # Beyond PPO's world is Lab 12's
 
 _LABS = {}
 
@@ -87,29 +87,10 @@ def one_thread():
 
 
 # ----------------------------------------------------------------------------- Lab 12's world
-@dataclass
-class World:
-    """What every method starts from: the SFT model, the labeler's rankings and the RM fit to them.
-
-    Seed 0 is Lab 12's notebook: rankings of seed 0, held-out rankings of seed 1, the offset from 2000
-    SFT samples of seed 2 (seed s: 10 s, 10 s + 1, 10 s + 2). ``kappa`` is the labeler's confidence.
-    """
-    seed: int
-    sft: TinyLM
-    train_data: list
-    held_out: list
-    rm: torch.nn.Module
-    rm_offset: float
-
-
 def make_world(seed=0, n_prompts=N_PROMPTS, kappa=None):
-    sft = load_sft()
-    train = ranked_data(sft, n_prompts, k=4, seed=10 * seed, kappa=kappa)
-    held = ranked_data(sft, n_prompts, k=4, seed=10 * seed + 1, kappa=kappa)
-    rm = lab("lab12")["train_reward_model"](train, seed=seed)
-    with torch.no_grad():
-        rm_offset = sft_offset(rm, sft, seed=10 * seed + 2)
-    return World(seed, sft, train, held, rm, rm_offset)
+    """Lab 12's world of ``seed`` (``course_utils.world``; seed 0 is the notebook's), its reward model
+    fit by the reference ``train_reward_model``. ``kappa`` is the labeler's confidence."""
+    return world.make_world(lab("lab12")["train_reward_model"], seed, n_prompts=n_prompts, kappa=kappa)
 
 
 def _copy(model, trainable=True):
@@ -171,12 +152,6 @@ def dpo_loss(logp_w, logp_l, ref_w, ref_l, beta):
     """
     margins = beta * ((logp_w - ref_w) - (logp_l - ref_l))
     return -F.logsigmoid(margins).mean(), margins
-
-
-def pair_accuracy(margins):
-    """How often a score orders the labeler's pairs as the labeler did, from its margins (N,)
-    (winner minus loser); ties count 1/2."""
-    return ((margins > 0).float() + 0.5 * (margins == 0).float()).mean().item()
 
 
 @torch.no_grad()
@@ -281,7 +256,7 @@ def train_grpo(world, cfg=GRPOConfig()):
     gen = random.Random(cfg.seed)
     policy, ref = _copy(world.sft), _copy(world.sft, trainable=False)
     opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
-    hist = {k: [] for k in ("rm", "gold", "kl", "acc", "malformed", "digits", "k3", "clip_frac", "cpu_at")}
+    hist = {k: [] for k in (*METRICS, "k3", "clip_frac", "cpu_at")}
     clock = Clock()
     name = "GRPO" if cfg.scale else "GRPO (mean only)"
     for _ in progress(range(cfg.iters), desc=f"{name}, beta {cfg.beta:g}"):

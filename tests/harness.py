@@ -33,9 +33,12 @@ from pathlib import Path
 
 import nbformat
 
+from course_staff import course
+from course_staff.course import is_grade, is_solution
+
 # where source/ and release/ are read from: this checkout, or another one named in COURSE_UNDER_TEST
-REPO = Path(os.environ.get("COURSE_UNDER_TEST") or Path(__file__).resolve().parents[1])
-LABS = ("lab11", "lab12")
+REPO = Path(os.environ.get("COURSE_UNDER_TEST") or course.REPO)
+LABS = course.labs(REPO)
 BIN = Path(sys.executable).parent               # the venv that runs pytest also runs nbgrader
 
 _MARKER = re.compile(r"^\s*(?:###\s*)?(?:BEGIN|END) SOLUTION\s*$")
@@ -121,10 +124,9 @@ def solution_text(lab):
     of the SOURCE notebook (the BEGIN/END SOLUTION marker lines removed)."""
     texts = {}
     for cell in _read("source", lab).cells:
-        meta = _grading(cell)
-        if meta.get("solution"):
+        if is_solution(cell):
             lines = [ln for ln in cell.source.splitlines() if not _MARKER.match(ln)]
-            texts[meta["grade_id"]] = "\n".join(lines)
+            texts[_grading(cell)["grade_id"]] = "\n".join(lines)
     return texts
 
 
@@ -144,7 +146,7 @@ def solved_submission(lab, edits=None):
     filled = set()
     for cell in nb.cells:
         meta = _grading(cell)
-        if meta.get("solution"):
+        if is_solution(cell):
             assert meta["grade_id"] in texts, f"{lab}: release cell {meta['grade_id']!r} not in source"
             cell.source = texts[meta["grade_id"]]
             filled.add(meta["grade_id"])
@@ -187,7 +189,7 @@ def grade(course, lab, students, timeout=None):
 
 def _score(grade):
     """A grade cell's score: the TA's if there is one, else the autograder's (None: left to a TA)."""
-    from course_staff.manual_scores import counted_score
+    from course_staff.grading.manual_scores import counted_score
     return counted_score(grade)
 
 
@@ -265,7 +267,7 @@ def validate(path, timeout=None):
     nb = nbformat.read(str(path), as_version=4)
     by_source = {}
     for cell in nb.cells:
-        if _grading(cell).get("grade"):
+        if is_grade(cell):
             by_source.setdefault(cell.source.strip(), []).append(_grading(cell)["grade_id"])
     config = Config()
     if timeout:
@@ -303,7 +305,7 @@ __all__ = ["course_copy", "solved_submission", "blank_submission", "autograde", 
            "read_grades", "manual_grade", "validate", "solution_text", "nbgrader", "db_url", "Grades",
            "NbgraderError", "total", "LABS", "REPO"]
 
-if __name__ == "__main__":     # quick manual check: python -m course_staff.harness /tmp/x lab11
+if __name__ == "__main__":     # quick manual check: python tests/harness.py /tmp/x lab11
     tmp, lab = Path(sys.argv[1]), sys.argv[2]
     c = course_copy(tmp)
     print(json.dumps(autograde(c, lab, {"solved": solved_submission(lab),

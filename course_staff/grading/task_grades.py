@@ -1,6 +1,6 @@
 """Grades per task: one CSV per lab with a column per graded cell, so a TA sees where a class struggled.
 
-    python -m course_staff.task_grades          # make grades (after grades.csv): grades_by_task_<lab>.csv
+    python -m course_staff.grading.task_grades          # make grades (after grades.csv): grades_by_task_<lab>.csv
 
 Each row is a student who submitted the lab; each graded cell's column (check cells and written
 answers, in notebook order) holds the score the gradebook counts: a TA's manual score where there
@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
-from course_staff.manual_scores import counted_score
+from course_staff.grading.manual_scores import counted_score
 
 
 def check_cells(gb, lab, course):
@@ -73,7 +73,7 @@ def write(db_url, course, out_dir):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    from course_staff.class_grading import gradebook_url
+    from course_staff.grading.class_grading import gradebook_url
     course = Path(os.getcwd())
     write(gradebook_url(course), course, Path(argv[0]) if argv else course)
     return 0

@@ -1,7 +1,7 @@
 """The written questions of a lab with their model answers and rubrics, for the TAs who grade them.
 
-    python -m course_staff.rubrics lab12            # print them, in notebook order
-    python -m course_staff.rubrics lab12 > lab12_rubric.md
+    python -m course_staff.edition.rubrics lab12            # print them, in notebook order
+    python -m course_staff.edition.rubrics lab12 > lab12_rubric.md
 
 They live in the instructor notebook only: each written answer cell of source/<lab>/<lab>.ipynb
 (a markdown cell that nbgrader grades by hand) holds a **Model answer.** and a **Rubric (N points).**
@@ -12,11 +12,10 @@ cell by "YOUR ANSWER HERE", so students never see either.
 import re
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import nbformat
 
-REPO = Path(__file__).resolve().parents[1]
+from course_staff.course import LABS, REPO, is_written_answer, source_notebook
 RUBRIC = re.compile(r"^\*\*Rubric \((\d+(?:\.\d+)?) points?\)\.\*\*\s*$", re.M)
 ITEM = re.compile(r"^- (\d+(?:\.\d+)?) points?: (.+)$", re.M)
 
@@ -31,14 +30,9 @@ class Written:
     rubric_total: float    # as the rubric's heading states it
 
 
-def is_written_answer(cell):
-    meta = cell.metadata.get("nbgrader", {})
-    return cell.cell_type == "markdown" and bool(meta.get("grade")) and bool(meta.get("solution"))
-
-
 def written_answers(lab, root=REPO):
     """The lab's written answers, in notebook order, parsed from its source notebook."""
-    nb = nbformat.read(str(Path(root) / "source" / lab / f"{lab}.ipynb"), as_version=4)
+    nb = nbformat.read(str(source_notebook(lab, root)), as_version=4)
     found = []
     for i, cell in enumerate(nb.cells):
         if not is_written_answer(cell):
@@ -66,5 +60,5 @@ def as_markdown(lab, root=REPO):
 
 
 if __name__ == "__main__":
-    for lab in sys.argv[1:] or ["lab11", "lab12"]:
+    for lab in sys.argv[1:] or LABS:
         print(as_markdown(lab))

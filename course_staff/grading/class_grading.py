@@ -1,7 +1,7 @@
 """Autograde a class: JOBS worker processes on one machine, SHARD=k/n of the class per machine.
 
-    python -m course_staff.class_grading autograde lab11 --jobs 2 --shard 1/2   # make autograde
-    python -m course_staff.class_grading record lab11 lab12                     # make record
+    python -m course_staff.grading.class_grading autograde lab11 --jobs 2 --shard 1/2   # make autograde
+    python -m course_staff.grading.class_grading record lab11 lab12                     # make record
 
 Run in the course directory (where nbgrader_config.py is). ``autograde``:
 
@@ -30,7 +30,6 @@ import json
 import os
 import queue
 import re
-import runpy
 import subprocess
 import sys
 import tempfile
@@ -40,30 +39,23 @@ from dataclasses import dataclass, field
 from datetime import timezone
 from pathlib import Path
 
+from course_staff.course import config
+
 RERUN = "make autograde LAB={lab} JOBS={jobs}{shard}"
 
 
 # -- the course and its gradebook ------------------------------------------------------------------
 
-def course_config(course):
-    """The traitlets config that nbgrader_config.py of ``course`` builds."""
-    from traitlets.config import Config
-
-    config = Config()
-    runpy.run_path(str(Path(course) / "nbgrader_config.py"), init_globals={"get_config": lambda: config})
-    return config
-
-
 def gradebook_url(course):
     """The gradebook nbgrader uses in ``course`` (NBGRADER_DB_URL or the SQLite file)."""
-    return course_config(course).CourseDirectory.db_url
+    return config(course).CourseDirectory.db_url
 
 
 def nbgrader_api(course):
     """nbgrader's Python API on ``course``, its log kept for the results, not printed."""
     from nbgrader.apps.api import NbGraderAPI
 
-    api = NbGraderAPI(config=course_config(course))
+    api = NbGraderAPI(config=config(course))
     api.log.handlers = []
     api.log.propagate = False
     return api
@@ -198,7 +190,7 @@ def workers_log(course, lab):
 
 def _start_worker(course, lab):
     with workers_log(course, lab).open("a") as log:
-        return subprocess.Popen([sys.executable, "-m", "course_staff.class_grading", "worker", lab],
+        return subprocess.Popen([sys.executable, "-m", "course_staff.grading.class_grading", "worker", lab],
                                 cwd=course, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=log, text=True, bufsize=1)
 
@@ -337,7 +329,7 @@ def _summary(lab, jobs, shard, outcome, done, seconds, out):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m course_staff.class_grading")
+    parser = argparse.ArgumentParser(prog="python -m course_staff.grading.class_grading")
     sub = parser.add_subparsers(dest="command", required=True)
     grade = sub.add_parser("autograde", help="grade the collected submissions of a lab")
     grade.add_argument("lab")

@@ -1,6 +1,9 @@
 """Rebuild the shipped SFT checkpoint, deterministically, in a few seconds.
 
-    python -m course_utils.build_sft            # writes course_utils/data/sft.pt
+    python -m course_staff.edition.build_sft    # writes course_utils/data/sft.pt and sft.json
+
+sft.json records how the checkpoint was made and on which machine (``runtime.machine_record``):
+another CPU rebuilds the same greedy answers and logits within float32 rounding, not the same bits.
 
 The demonstrators are sloppy on purpose: a fifth of their answers are blank (just EOS). The SFT
 model therefore adds well but not perfectly and sometimes answers nothing, which leaves RLHF room
@@ -8,11 +11,15 @@ both to help and to hurt.
 """
 
 import argparse
+import hashlib
+import json
 import math
 import random
+from pathlib import Path
 
 import torch
 
+from course_utils.runtime import machine_record
 from course_utils.tinylm import EOS, PAD, SFT_PATH, MAX_NEW, TinyLM, answer_tokens, encode_prompts, \
     make_batch, supervised_loss
 
@@ -54,7 +61,19 @@ def main():
     args = parser.parse_args()
     model = train_sft(args.seed)
     torch.save(model.state_dict(), args.out)
-    print(f"wrote {args.out}")
+    record = record_path(args.out)
+    record.write_text(json.dumps({"made by": "python -m course_staff.edition.build_sft", "seed": args.seed,
+                                  "sha256": checkpoint_digest(args.out), "made on": machine_record()}, indent=1) + "\n")
+    print(f"wrote {args.out} and {record}")
+
+
+def record_path(checkpoint=SFT_PATH):
+    """The JSON file beside a checkpoint that says how and where it was made."""
+    return Path(checkpoint).with_suffix(".json")
+
+
+def checkpoint_digest(checkpoint=SFT_PATH):
+    return hashlib.sha256(Path(checkpoint).read_bytes()).hexdigest()
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ FlagWrittenAnswers -- autograde: every written answer waits for a TA ("needs man
 RestoreReadOnlyCells -- autograde: nbgrader's OverwriteCells, quiet about the test cells students
                      get without their hidden tests; a real edit of a read-only cell is logged
                      under TAMPER_ALARM with the student's name.
-check_config      -- `python -m course_staff.nbgrader_plugins`: load nbgrader_config.py and fail on
+check_config      -- `python -m course_staff.grading.nbgrader_plugins`: load nbgrader_config.py and fail on
                      any error in it, a syntax error included, which nbgrader would only log, and
                      on any outdated name that nbgrader would only warn about (CollectApp, ...).
 """
@@ -30,6 +30,8 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader import utils
 from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor, OverwriteCells
 from traitlets import Integer
+
+from course_staff.course import WITHHELD, config, is_grade, is_locked, is_solution, is_written_answer
 
 KERNEL_DIED = ("KernelDied", "the kernel died while running this cell (os._exit, a crash or out of "
                "memory); it was skipped, the kernel restarted and the cells above it were run again")
@@ -179,15 +181,14 @@ def tampering(cells):
     setattr / exec / globals and the like. Returns a list of "cell <id>, line <n>: <what>"."""
     protected = {}
     for cell in cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and meta.get("locked") and not meta.get("solution"):
+        if cell.cell_type == "code" and is_locked(cell):
             tree = _parse(cell.source)
             if tree is not None:
                 protected.update(_imports(tree))
     reasons = []
     for index, cell in enumerate(cells):
         meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code" or (meta.get("locked") and not meta.get("solution")):
+        if cell.cell_type != "code" or is_locked(cell):
             continue
         tree = _parse(cell.source)
         if tree is None:
@@ -248,27 +249,19 @@ class FlagTampering(NbGraderPreprocessor):
         student, lab, notebook = info["student"], info["assignment"], info["notebook"]
         self.log.warning("%s %s / %s: the checks may have been tampered with; every graded cell is 0 "
                          "until a TA reviews it:\n  %s", TAMPER_ALARM, student, lab, "\n  ".join(reasons))
-        comment = "Grades withheld for review: " + "; ".join(reasons)
+        comment = f"{WITHHELD}: " + "; ".join(reasons)
         with Gradebook(info["db_url"]) as gb:
             for cell in nb.cells:
-                meta = cell.metadata.get("nbgrader", {})
-                if meta.get("grade") and not is_written_answer(cell):
-                    grade = gb.find_grade(meta["grade_id"], notebook, lab, student)
+                if is_grade(cell) and not is_written_answer(cell):
+                    grade = gb.find_grade(cell.metadata.nbgrader["grade_id"], notebook, lab, student)
                     grade.auto_score = 0.0
                     grade.needs_manual_grade = True
             for cell in nb.cells:
-                meta = cell.metadata.get("nbgrader", {})
-                if meta.get("solution"):
-                    gb.find_comment(meta["grade_id"], notebook, lab, student).auto_comment = comment
+                if is_solution(cell):
+                    gb.find_comment(cell.metadata.nbgrader["grade_id"], notebook, lab, student).auto_comment = comment
                     break
             gb.db.commit()
         return nb, resources
-
-
-def is_written_answer(cell):
-    """A manually graded answer: a markdown cell that is both a solution and a grade cell."""
-    meta = cell.metadata.get("nbgrader", {})
-    return cell.cell_type == "markdown" and bool(meta.get("grade")) and bool(meta.get("solution"))
 
 
 class FlagWrittenAnswers(NbGraderPreprocessor):
@@ -338,17 +331,12 @@ def check_config(path="nbgrader_config.py"):
     with a partial configuration, and only warns about outdated names (``CollectApp.check_owner``
     for ``ExchangeCollect.check_owner``); the Makefile's TA targets run this first.
     """
-    import runpy
-
-    from traitlets.config import Config
-
-    config = Config()
-    runpy.run_path(str(path), init_globals={"get_config": lambda: config})
-    outdated = outdated_names(config)
+    loaded = config(path)
+    outdated = outdated_names(loaded)
     if outdated:
         raise SystemExit(f"{path} uses names that nbgrader has renamed (it would only warn and "
                          "carry on):\n  " + "\n  ".join(outdated))
-    return config
+    return loaded
 
 
 def outdated_names(config):

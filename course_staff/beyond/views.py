@@ -1,5 +1,5 @@
 """Plots and the beta slider of the Beyond PPO notebook. They draw cached numbers only (a results dict
-of course_staff.beyond_results), so they run in milliseconds and train nothing.
+of course_staff.beyond.results), so they run in milliseconds and train nothing.
 
     display(plot_summary(res))          # gold and the distances to both optima, over beta
     display(plot_dpo_epochs(res))       # DPO epoch by epoch: gold (exact) and held-out pair accuracy

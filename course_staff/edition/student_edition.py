@@ -1,6 +1,6 @@
 """The student edition: the course as students get it, without solutions, hidden tests or graders' code.
 
-    python -m course_staff.edition DEST [--git]     # or: make student-edition DEST=... [GIT=1]
+    python -m course_staff.edition.student_edition DEST [--git]     # or: make student-edition DEST=... [GIT=1]
 
 DEST (new, or an empty folder) receives exactly what ``FILES`` and ``WRITTEN`` list below:
 
@@ -8,11 +8,11 @@ DEST (new, or an empty folder) receives exactly what ``FILES`` and ``WRITTEN`` l
                                     tab fetches it (a folder per lab, named after it)
     notebooks/00_start_here.ipynb   the start-here notebook (only that one of notebooks/)
     course_utils/                   the student package, with its data/
-    README.md, Makefile, .gitignore written for students (course_staff/edition_files/)
+    README.md, Makefile, .gitignore written for students (course_staff/edition/files/)
     pyproject.toml, environment.yml install course_utils with this repository's pins, less the
                                     graders' tools (STAFF_ONLY) and every dev/test extra
 
-The edition is written next to DEST, searched for secrets (``course_staff.leaks``) and only then
+The edition is written next to DEST, searched for secrets (``course_staff.edition.leaks``) and only then
 moved to DEST; with --git it becomes a git repository with one commit, ready to publish.
 """
 
@@ -24,15 +24,14 @@ import sys
 import tomllib
 from pathlib import Path
 
-from course_staff.leaks import files_of, leaks
-
-REPO = Path(__file__).resolve().parents[1]
+from course_staff.course import REPO
+from course_staff.edition.leaks import files_of, leaks
 FILES = {                                   # edition path: repository path (a file or a folder)
     "notebooks/00_start_here.ipynb": "notebooks/00_start_here.ipynb",
     "course_utils": "course_utils",
-    "README.md": "course_staff/edition_files/README.md",
-    "Makefile": "course_staff/edition_files/Makefile",
-    ".gitignore": "course_staff/edition_files/gitignore",
+    "README.md": "course_staff/edition/files/README.md",
+    "Makefile": "course_staff/edition/files/Makefile",
+    ".gitignore": "course_staff/edition/files/gitignore",
 }
 STAFF_ONLY = ("nbgrader",)                  # pinned in pyproject.toml for the graders, not for students
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info")
@@ -143,7 +142,7 @@ def build(dest, git=False, root=REPO):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m course_staff.edition", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m course_staff.edition.student_edition", description=__doc__.split("\n")[0])
     parser.add_argument("dest", help="a new or empty folder, outside this repository")
     parser.add_argument("--git", action="store_true", help="make it a git repository with one commit")
     args = parser.parse_args(argv)

@@ -8,8 +8,9 @@ Three kinds of secret:
   ``source/<lab>/<lab>.ipynb``, or any line of a solution cell without those markers (nbgrader hides
   the whole cell then);
 * a line of a hidden test: between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS``;
-* the graders' code: a file or folder named after ``course_staff``, one of its modules or
-  ``nbgrader_config``, an import of ``course_staff``, or a ``def``/``class`` line of its modules.
+* the graders' code: a file or folder named after ``course_staff``, one of its subpackages or modules
+  (less the names the student package uses itself, such as ``views``) or ``nbgrader_config``, an
+  import of ``course_staff``, or a ``def``/``class`` line of its modules.
 
 Lines are compared without indentation, trailing comments or repeated spaces. A line counts when it
 has at least ``MIN_CHARS`` characters of code, is not an import, and no lab shows it to students
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import nbformat
 
-REPO = Path(__file__).resolve().parents[1]
+from course_staff.course import REPO, is_solution
 MIN_CHARS = 21
 _MARKER = re.compile(r"^\s*(?:#+\s*)?(BEGIN|END) (SOLUTION|HIDDEN TESTS)\s*$")
 _COMMENT = re.compile(r"\s+#[^'\"]*$")               # a trailing comment (no quote in it)
@@ -46,8 +47,7 @@ def split_cell(cell):
     """{"SOLUTION": [...], "HIDDEN TESTS": [...], "shown": [...]}: the lines of one source cell."""
     parts = {"SOLUTION": [], "HIDDEN TESTS": [], "shown": []}
     lines = cell.source.splitlines()
-    is_solution = cell.metadata.get("nbgrader", {}).get("solution", False)
-    if is_solution and not any(_MARKER.match(ln) for ln in lines):
+    if is_solution(cell) and not any(_MARKER.match(ln) for ln in lines):
         parts["SOLUTION"] = lines                       # nbgrader replaces the whole cell
         return parts
     inside = "shown"
@@ -75,19 +75,30 @@ def secret_lines(root=REPO):
             if len(ln) >= MIN_CHARS and not _IMPORT.match(ln) and ln not in shown}
 
 
+def staff_modules(root=REPO):
+    """Every module file of course_staff, its subpackages' included."""
+    return sorted(p for p in (Path(root) / "course_staff").rglob("*.py") if "__pycache__" not in p.parts)
+
+
 def staff_names(root=REPO):
-    """Names no file or folder of a student's copy may have: course_staff, its modules, the config."""
-    return {"course_staff", "nbgrader_config"} | {p.stem for p in (Path(root) / "course_staff").glob("*.py")}
+    """Names no file or folder of a student's copy may have: course_staff, its subpackages and
+    modules, the config -- less the names of the student package's own files and folders."""
+    root = Path(root)
+    staff = {part for p in staff_modules(root)
+             for part in p.relative_to(root / "course_staff").with_suffix("").parts} - {"__init__"}
+    student = {part for p in (root / "course_utils").rglob("*")
+               for part in p.relative_to(root / "course_utils").with_suffix("").parts}
+    return {"course_staff", "nbgrader_config"} | (staff - student)
 
 
 def staff_definitions(root=REPO):
     """{normalized def/class line: module} of the graders' code."""
     found = {}
-    for path in sorted((Path(root) / "course_staff").glob("*.py")):
+    for path in staff_modules(root):
         for line in path.read_text().splitlines():
             line = normalize(line)
             if line.startswith(("def ", "class ")) and len(line) >= MIN_CHARS:
-                found.setdefault(line, f"course_staff/{path.name}")
+                found.setdefault(line, path.relative_to(root).as_posix())
     return found
 
 
@@ -145,7 +156,7 @@ def leaks(folder, root=REPO):
 __all__ = ["leaks", "secret_lines", "staff_names", "staff_definitions", "split_cell", "normalize",
            "files_of", "MIN_CHARS"]
 
-if __name__ == "__main__":       # python -m course_staff.leaks FOLDER
+if __name__ == "__main__":       # python -m course_staff.edition.leaks FOLDER
     import sys
 
     report = leaks(sys.argv[1])

@@ -1,7 +1,7 @@
 """The experiment of Beyond PPO: every method at every beta, held against the exact optima of Lab 12's
 response tree (course_utils.response_tree), all figures exact (no sampling).
 
-    res = build(seed=0)          # a dict of numbers (what course_staff.beyond_results caches)
+    res = build(seed=0)          # a dict of numbers (what course_staff.beyond.results caches)
 
 Two optima at each beta, both pi* = pi_ref exp(r / beta) / Z over every response of the tree:
     "rm"    r = rm(digit_counts(y)) - rm_offset: the reward PPO and GRPO maximize (with their KL penalty)
@@ -14,8 +14,9 @@ J* - J(pi) = beta KL(pi || pi*), and E[r], gold, accuracy, malformed share, digi
 
 import torch
 
-from course_staff.beyond_ppo import (Clock, DPOConfig, GRPOConfig, make_world, one_thread, pair_accuracy,
-                                     preference_pairs, train_dpo, train_grpo, train_ppo)
+from course_staff.beyond.methods import (Clock, DPOConfig, GRPOConfig, make_world, one_thread, preference_pairs,
+                                         train_dpo, train_grpo, train_ppo)
+from course_utils.evaluation import METRICS, RESPONSE_METRICS, noise_ceiling, pair_accuracy
 from course_utils.labeler import KAPPA, gold_score
 from course_utils.response_tree import ResponseTree, exact_optimum, policy_stats
 from course_utils.reward_model import digit_counts
@@ -26,8 +27,8 @@ METHODS = ("PPO", "DPO", "GRPO", "GRPO, KL in reward")
 GRPO_VARIANTS = {"GRPO": "loss", "GRPO, KL in reward": "reward"}     # method -> GRPOConfig.kl_in
 OPTIMA = ("rm", "gold")
 SHOWN_PROMPT = "7+5="                     # the prompt whose most likely responses are kept
-STAT_KEYS = ("kl", "kl_to_opt", "gap", "reward", "gold", "acc", "malformed", "digits")
-CURVE_KEYS = ("rm", "gold", "kl", "acc", "malformed")     # per-iteration sampled figures kept for PPO/GRPO
+STAT_KEYS = ("kl", "kl_to_opt", "gap", "reward", *RESPONSE_METRICS)
+CURVE_KEYS = tuple(k for k in METRICS if k != "digits")   # per-iteration sampled figures kept for PPO/GRPO
 
 
 def gold_rewards(tree):
@@ -112,7 +113,7 @@ def rm_fit(world):
     with torch.no_grad():
         margins = world.rm(digit_counts(win)) - world.rm(digit_counts(lose))
     p = torch.sigmoid(KAPPA * (gold_score(win) - gold_score(lose)))
-    return {"held_acc": pair_accuracy(margins), "ceiling": torch.maximum(p, 1 - p).mean().item(),
+    return {"held_acc": pair_accuracy(margins), "ceiling": noise_ceiling(p),
             "w": world.rm.w.detach().tolist(), "offset": world.rm_offset}
 
 
@@ -126,7 +127,7 @@ def build(seed=0, betas=BETAS, which=METHODS):
         sft = referee.judge(referee.ref, betas[0])["gold"]
         res = {"seed": seed, "betas": list(betas), "methods": list(which), "kappa": KAPPA, "prompt": SHOWN_PROMPT,
                "rm": rm_fit(world),
-               "sft": {k: sft[k] for k in ("gold", "acc", "malformed", "digits")}, "sft_top": referee.top(referee.ref),
+               "sft": {k: sft[k] for k in RESPONSE_METRICS}, "sft_top": referee.top(referee.ref),
                "runs": {}}
         for beta in progress(betas, desc="betas", leave=True):
             optima = {o: referee.optimum(o, beta).logp for o in OPTIMA}

@@ -4,9 +4,9 @@
     url = server.create_database("class")     # postgresql://nbgrader@127.0.0.1:<port>/class
     server.stop()                             # stops it and deletes its data
 
-    python -m course_staff.postgres start .postgres    # or: make postgres (prints the export line)
-    python -m course_staff.postgres stop .postgres     # or: make postgres-stop
-    python -m course_staff.postgres check              # are the server programs installed?
+    python -m course_staff.grading.postgres start .postgres    # or: make postgres (prints the export line)
+    python -m course_staff.grading.postgres stop .postgres     # or: make postgres-stop
+    python -m course_staff.grading.postgres check              # are the server programs installed?
 
 It runs Debian's `postgresql` package (`make postgres-install` installs it when missing): a real
 server, the one a course's gradebook runs on, but trusting every local connection and without
@@ -132,7 +132,7 @@ class Server:
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if not (argv[:1] == ["check"] and len(argv) == 1 or argv[:1] in (["start"], ["stop"]) and len(argv) == 2):
-        print("usage: python -m course_staff.postgres start|stop FOLDER, or: check", file=sys.stderr)
+        print("usage: python -m course_staff.grading.postgres start|stop FOLDER, or: check", file=sys.stderr)
         return 2
     command, folder = argv[0], argv[-1]
     try:

@@ -1,15 +1,16 @@
-"""The cache of Beyond PPO's experiment (course_staff.beyond_experiment), and its table.
+"""The cache of Beyond PPO's experiment (course_staff.beyond.experiment), and its table.
 
-    res = results()              # read from course_staff/data/beyond_ppo_results.json when current,
+    res = results()              # read from course_staff/beyond/data/beyond_ppo_results.json when current,
                                  # otherwise computed again (a few minutes) and written there
     print(table(res))            # one row per beta and policy
 
-    python -m course_staff.beyond_results --rebuild      # train everything again
+    python -m course_staff.beyond.results --rebuild      # train everything again
 
 The cache holds numbers only. Its fingerprint hashes everything the numbers depend on (the code of the
 experiment, of the methods, of the toy world's modules and of the labs' reference cells that the
 methods call, without comments and docstrings; the SFT checkpoint; torch's version):
-``results()`` recomputes when any of them changed.
+``results()`` recomputes when any of them changed. The fingerprint is the same on every machine; the
+numbers are not, in their last bits, so the cache also records the machine that made them.
 """
 
 import argparse
@@ -22,14 +23,16 @@ from pathlib import Path
 
 import torch
 
-from course_staff.beyond_experiment import BETAS, METHODS, build
+from course_staff.beyond.experiment import BETAS, METHODS, build
 from course_staff.solutions import REPO, lab_cells
+from course_utils.runtime import machine_record
 
 CACHE_PATH = Path(__file__).with_name("data") / "beyond_ppo_results.json"
 # what the numbers depend on: these files, and the cells of the labs that define these names
-INPUT_FILES = ["course_staff/beyond_ppo.py", "course_staff/beyond_experiment.py", "course_utils/tinylm.py",
+INPUT_FILES = ["course_staff/beyond/methods.py", "course_staff/beyond/experiment.py", "course_utils/tinylm.py",
                "course_utils/labeler.py", "course_utils/reward_model.py", "course_utils/ppo_helpers.py",
-               "course_utils/response_tree.py", "course_utils/data/sft.pt"]
+               "course_utils/response_tree.py", "course_utils/world.py", "course_utils/evaluation.py",
+               "course_utils/data/sft.pt"]
 LAB_NAMES = {"lab12": ["RLHFConfig", "train_rlhf", "train_reward_model", "comparisons", "bt_loss",
                        "ranking_to_pairs", "kl_penalized_rewards", "gae_per_token", "ppo_rlhf_loss"],
              "lab11": ["kl_estimators"]}
@@ -83,6 +86,7 @@ def results(path=CACHE_PATH, rebuild=False):
               "(a few minutes; the numbers are written to the cache).", flush=True)
         res = build()
         res["fingerprint"] = fingerprint()
+        res["made on"] = machine_record()      # the last bits of every number depend on it
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(res, indent=1) + "\n")
     return res

@@ -8,7 +8,7 @@ a student's manual scores on the check cells of a lab so that the automatic ones
 Written answers, which only a TA grades (they have no automatic score), keep theirs: nbgrader
 already marks them "needs manual grade" again after a resubmission.
 
-    python -m course_staff.manual_scores clear lab11 alice      # make clear-manual LAB=lab11 STUDENT=alice
+    python -m course_staff.grading.manual_scores clear lab11 alice      # make clear-manual LAB=lab11 STUDENT=alice
 """
 
 import os
@@ -17,8 +17,9 @@ import sys
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import NbGraderPreprocessor
 
+from course_staff.course import WITHHELD       # FlagTampering's comment: such cells stay flagged
+
 SHADOWED = "MANUAL SCORE KEPT"      # starts every log line about a manual score that hides a new one
-HELD_FOR_REVIEW = "Grades withheld for review"     # FlagTampering's comment: such cells stay flagged
 
 
 def counted_score(grade):
@@ -59,7 +60,7 @@ def clear(db_url, lab, student):
     with Gradebook(db_url) as gb:
         submission = gb.find_submission(lab, student)
         for notebook in submission.notebooks:
-            held = any(HELD_FOR_REVIEW in (c.auto_comment or "") for c in notebook.comments)
+            held = any(WITHHELD in (c.auto_comment or "") for c in notebook.comments)
             for grade in notebook.grades:
                 if grade.manual_score is not None and grade.auto_score is not None:
                     cleared[grade.name] = (grade.manual_score, grade.auto_score)
@@ -72,10 +73,10 @@ def clear(db_url, lab, student):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 3 or argv[0] != "clear":
-        print("usage: python -m course_staff.manual_scores clear LAB STUDENT", file=sys.stderr)
+        print("usage: python -m course_staff.grading.manual_scores clear LAB STUDENT", file=sys.stderr)
         return 2
     _, lab, student = argv
-    from course_staff.class_grading import gradebook_url
+    from course_staff.grading.class_grading import gradebook_url
     cleared = clear(gradebook_url(os.getcwd()), lab, student)
     for cell, (manual, auto) in cleared.items():
         print(f"{student} / {lab} / {cell}: manual score {manual:g} dropped; the automatic score {auto:g} counts")

@@ -1,0 +1,68 @@
+"""A lab's check cells run in this process, on the reference solution with a row's edits spliced in.
+
+    got = scores("lab12", {"bt_loss_solution": [("-F.logsigmoid(", "F.logsigmoid(")]})
+    got["test_bt_loss"]   -> (0.0, "AssertionError: bt_loss: ... the minus sign is missing ...")
+
+The cheap half of the mutant catalogue (tests/test_mistakes.py, in test-fast): no nbgrader, no kernel.
+The lab's definitions come from ``load_lab`` (its reference solution, once per process); an edited
+solution cell is executed again, as a student's would be, in a copy of that namespace; then every
+check cell of the lab's table runs there, in notebook order, visible and hidden checks alike, and
+scores its points or 0 as nbgrader does. tests/test_mutants.py grades the same edits with the real
+nbgrader and compares.
+"""
+
+import contextlib
+import functools
+import io
+
+import nbformat
+
+import harness as h
+from course_staff.solutions import load_lab
+from lab_tables import table
+
+
+@functools.cache
+def reference(lab):
+    """The namespace of the lab's definition cells (instructor's solution), loaded once."""
+    return load_lab(lab)
+
+
+@functools.cache
+def check_sources(lab):
+    """[(grade_id, points, source)] of every check cell of the lab's table, in notebook order."""
+    cells = nbformat.read(str(h.REPO / "source" / lab / f"{lab}.ipynb"), as_version=4).cells
+    source = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in cells}
+    order = [c.metadata.get("nbgrader", {}).get("grade_id") for c in cells]
+    checks = sorted(table(lab).auto_marks().items(), key=lambda item: order.index(item[0]))
+    return [(gid, points, source[gid]) for gid, points in checks]
+
+
+def namespace(lab, edits=None):
+    """A copy of the reference namespace with each edited solution cell ({grade_id: [(old, new)]})
+    executed again (every ``old`` must occur)."""
+    ns = dict(reference(lab))
+    texts = h.solution_text(lab)
+    for gid, pairs in (edits or {}).items():
+        text = texts[gid]
+        for old, new in pairs:
+            assert old in text, f"{lab}/{gid}: {old!r} does not occur in the solution"
+            text = text.replace(old, new)
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(text, f"<{lab} {gid}, edited>", "exec"), ns)      # noqa: S102 -- the course's own cell
+    return ns
+
+
+def scores(lab, edits=None):
+    """{check grade_id: (points scored, what the cell printed and raised)} of every check cell."""
+    ns = namespace(lab, edits)
+    got = {}
+    for gid, points, source in check_sources(lab):
+        printed = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(printed):
+                exec(compile(source, f"<{lab} {gid}>", "exec"), ns)          # noqa: S102
+            got[gid] = (points, printed.getvalue())
+        except Exception as err:  # noqa: BLE001 -- any error fails a check cell, as in nbgrader
+            got[gid] = (0.0, f"{printed.getvalue()}\n{type(err).__name__}: {err}")
+    return got
