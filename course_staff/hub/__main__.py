@@ -1,4 +1,4 @@
-"""python -m course_staff.hub install | start [--root R] [--prefix P] | stop [--root R] | status"""
+"""python -m course_staff.hub install | start [--root R] [--prefix P] | stop [--root R]"""
 
 import argparse
 import json
