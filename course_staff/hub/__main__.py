@@ -158,6 +158,18 @@ def _cannot_start(root, prefix):
     return None
 
 
+def _wait_for_port(port, proc, log, timeout_s=120):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"configurable-http-proxy exited with {proc.returncode}:\n{Path(log).read_text()[-3000:]}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.3)
+    raise RuntimeError(f"configurable-http-proxy did not listen within {timeout_s} s:\n{Path(log).read_text()[-3000:]}")
+
+
 def start(root, prefix):
     accounts.require_root()
     paths, names = layout(root), accounts.users(prefix)
@@ -199,7 +211,15 @@ def start(root, prefix):
     log = paths["hub"] / "jupyterhub.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NBGRADER", "JUPYTER", "PYTHON"))}
     env.update(COURSE_HUB_STATE=str(paths["state"]), PATH=f"{VENV / 'bin'}:{env.get('PATH', '')}",
-               PYTHONPATH=str(REPO))
+               PYTHONPATH=str(REPO), CONFIGPROXY_AUTH_TOKEN=secrets.token_hex(32))
+    with open(paths["hub"] / "proxy.log", "w") as out:
+        proxy = subprocess.Popen([str(PROXY_BIN), "--ip", "127.0.0.1", "--port", str(port),
+                                  "--api-ip", "127.0.0.1", "--api-port", str(state["proxy_api_port"]),
+                                  "--error-target", f"http://127.0.0.1:{state['hub_port']}/hub/error"],
+                                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    state["proxy_pid"] = proxy.pid
+    paths["state"].write_text(json.dumps(state))
+    _wait_for_port(state["proxy_api_port"], proxy, paths["hub"] / "proxy.log")
     with open(log, "w") as out:     # the hub runs as root from .venv (it imports course_staff.hub)
         proc = subprocess.Popen([str(VENV / "bin" / "jupyterhub"), "-f", str(HERE / "jupyterhub_config.py")],
                                 cwd=paths["hub"], env=env, stdout=out, stderr=subprocess.STDOUT,
@@ -240,11 +260,10 @@ def stop(root):
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    proxy_pid = paths["hub"] / "proxy.pid"
-    if proxy_pid.exists():
+    if state.get("proxy_pid"):
         try:
-            os.kill(int(proxy_pid.read_text().strip()), signal.SIGTERM)
-        except (ProcessLookupError, ValueError):
+            os.kill(state["proxy_pid"], signal.SIGTERM)
+        except ProcessLookupError:
             pass
     for name in state.get("users", {}):
         accounts.remove(name)

@@ -20,8 +20,9 @@ c.JupyterHub.bind_url = state["url"] + "/"
 c.JupyterHub.hub_ip = "127.0.0.1"
 c.JupyterHub.hub_port = state["hub_port"]
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{state['proxy_api_port']}"
-c.ConfigurableHTTPProxy.command = [state["proxy"]]
-c.ConfigurableHTTPProxy.pid_file = os.path.join(state["hub_dir"], "proxy.pid")
+# the proxy runs on its own, started (and waited for) by `start`: the hub would give it 10 s, which a
+# loaded machine's Node.js can miss; its token comes in CONFIGPROXY_AUTH_TOKEN
+c.ConfigurableHTTPProxy.should_start = False
 c.JupyterHub.cookie_secret_file = os.path.join(state["hub_dir"], "cookie_secret")
 c.JupyterHub.db_url = state["hub_db_url"]           # the hub's own tables, on the same PostgreSQL
 c.JupyterHub.cleanup_servers = True                 # stopping the hub stops every user's server
