@@ -15,7 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from course_staff.hub import (COURSE, DEFAULT_ROOT, HERE, JUPYTERHUB, PROXY, REPO, accounts, environment, exchange,
+from course_staff.hub import (COURSE, DEFAULT_ROOT, HERE, JUPYTERHUB, PROXY, REPO, accounts, exchange, server_python,
                               layout, server_environment)
 
 VENV = REPO / ".venv"
@@ -185,8 +185,8 @@ def start(root, prefix):
     print(f"student edition -> {paths['edition']}", flush=True)
     _run(VENV / "bin" / "python", "-m", "course_staff.edition.student_edition", paths["edition"], cwd=REPO)
     print(f"servers' Python -> {paths['env']}", flush=True)
-    lib = environment.build(VENV, paths["env"], paths["edition"], paths["python"])
-    problems = environment.leftovers(paths["env"], lib)
+    lib = server_python.build(VENV, paths["env"], paths["edition"], paths["python"])
+    problems = server_python.leftovers(paths["env"], lib)
     if problems:
         raise RuntimeError(f"the servers' Python reaches the checkout: {problems}")
     for name in [names["instructor"], *names["students"]]:
