@@ -274,8 +274,8 @@ def _notebook_id(state, student):
 
 def _hidden_test_lines(seen):
     """The lines of the source's hidden tests that appear nowhere in ``seen`` (a notebook students
-    may see: the release with the solutions filled in), longer than 12 characters."""
-    visible = {line.strip() for cell in seen.cells for line in cell.source.splitlines()}
+    may see: the release with the solutions filled in; a hint may quote a line), over 12 characters."""
+    visible = "\n".join(cell.source for cell in seen.cells)
     lines, inside = [], False
     for cell in nbformat.read(str(REPO / "source" / LAB / f"{LAB}.ipynb"), as_version=4).cells:
         for line in cell.source.splitlines():
