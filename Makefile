@@ -18,7 +18,7 @@ PGDIR  := .postgres
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: help setup repair lab student-edition test test-fast check-config release autograde feedback grades bench science sft browser clean
-.PHONY: record clear-manual postgres postgres-install postgres-stop bench-class
+.PHONY: record clear-manual postgres postgres-install postgres-stop bench-class hub hub-install hub-stop
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -49,7 +49,7 @@ browser:  ## install Debian's chromium for the browser tests when it is missing
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium is missing: install it (apt-get install chromium) to run the browser tests"; fi; }
 
-test: setup browser postgres-install  ## run every test: course_utils, labs, mutants, nbgrader lifecycle, browser
+test: setup browser postgres-install hub-install  ## run every test: course_utils, labs, mutants, nbgrader lifecycle, browser
 	$(PY) -m pytest -q -n 2 --dist loadfile -rs --durations=15   # two workers, a file each; skip reasons, the 15 slowest
 
 test-fast: setup  ## the unit tests only: nothing starts nbgrader, a kernel, a venv, a browser or training
@@ -89,6 +89,19 @@ postgres: postgres-install  ## start a throwaway local PostgreSQL gradebook (a T
 
 postgres-stop: setup  ## stop it and delete its data
 	$(PY) -m course_staff.grading.postgres stop $(PGDIR)
+
+hub-install: setup postgres-install  ## install the hub's pinned jupyterhub (PyPI) and configurable-http-proxy (npm) when missing
+	@command -v npm >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+	  else echo "npm is missing: install Node.js and npm (apt-get install nodejs npm) for the hub"; fi; }
+	$(PY) -m course_staff.hub install
+
+hub: hub-install  ## a local JupyterHub (root): 1 instructor, 3 students, the exchange, PostgreSQL; prints URL and passwords
+	$(PY) -m course_staff.hub start
+
+hub-stop: setup  ## stop it and remove its users, their homes, the exchange, its processes and state
+	$(PY) -m course_staff.hub stop
 
 bench: setup  ## time every path students, TAs and instructors wait on
 	$(PY) benchmarks/bench.py
