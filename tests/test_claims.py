@@ -70,7 +70,8 @@ def test_tinylm_has_about_14000_parameters(sft):
 
 
 def test_sft_is_right_about_three_times_in_four(sft):
-    from course_utils.response_tree import ResponseTree, policy_stats
+    from course_utils.response_tree import ResponseTree
+    from course_utils.tree_optimum import policy_stats
     tree = ResponseTree.build()
     ref = tree.logprobs(sft)
     rewards = tree.rm_rewards(lambda counts: counts.sum(-1) * 0.0)
