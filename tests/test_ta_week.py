@@ -33,8 +33,8 @@ GUIDE = (h.REPO / "docs" / "ta_guide.md").read_text()
 
 
 def command(course, module, *args):
-    """`python -m course_staff.<module> ...` in ``course``; returns (exit code, output)."""
-    proc = subprocess.run([sys.executable, "-m", f"course_staff.{module}", *map(str, args)], cwd=course,
+    """`python -m course_staff.grading.<module> ...` in ``course``; returns (exit code, output)."""
+    proc = subprocess.run([sys.executable, "-m", f"course_staff.grading.{module}", *map(str, args)], cwd=course,
                           env=h._env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return proc.returncode, proc.stdout
 

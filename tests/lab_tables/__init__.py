@@ -61,7 +61,7 @@ class Task:
 @dataclass(frozen=True)
 class Concept:
     """A concept check: a short answer in a code cell, graded automatically."""
-    name: str                # the answer cell's grade_id, e.g. "concept_kl_noise" (it defines a function)
+    name: str                # the answer cell's grade_id, e.g. "concept_entropy_limit" (it defines a function)
     mistakes: tuple = ()     # wrong answers
     variants: tuple = ()
     points: float = None     # of its check cell, from the notebook (table() fills it in)
