@@ -19,7 +19,7 @@ class ValueModel(nn.Module):
         super().__init__()
         self.body = copy.deepcopy(sft_model)
         self.body.requires_grad_(True)     # the copy must train even if sft_model was frozen
-        self.head = nn.Linear(self.body.head.in_features, 1)
+        self.head = nn.Linear(self.body.d_model, 1)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
 

@@ -216,7 +216,7 @@ def _tree_logits(model, prompt_ids):
     attention reads the keys and values of its prompt and ancestors, kept per level and per block.
     """
     c = prompt_ids.shape[0]
-    levels = [[] for _ in model.blocks]
+    levels = [[] for _ in range(model.n_layers)]
     logits = [model(prompt_ids, attention=[_keeping_prompt(lv) for lv in levels])[:, -1:]]   # (c, 1, V)
     for d in range(1, MAX_NEW):
         S = n_states(d)
