@@ -76,7 +76,7 @@ class ResponseTree:
         self.P = len(self.prompts)
         self.chunk = chunk                                      # prompts per batched pass (memory)
         self._resp, self._mask = _all_responses()
-        self.features = self.score(_features)
+        self.features = self._score_by_sum(_features)
 
     @classmethod
     def build(cls, prompts=None):
@@ -87,9 +87,10 @@ class ResponseTree:
         """
         return _build(cls, tuple(ALL_PROMPTS if prompts is None else prompts))
 
-    def _chunks(self):
-        for i in range(0, self.P, self.chunk):
-            yield self.prompt_ids[i:i + self.chunk]
+    def _chunks(self, prompt_ids=None):
+        prompt_ids = self.prompt_ids if prompt_ids is None else prompt_ids
+        for i in range(0, len(prompt_ids), self.chunk):
+            yield prompt_ids[i:i + self.chunk]
 
     @torch.no_grad()
     def logprobs(self, model):
@@ -102,19 +103,20 @@ class ResponseTree:
         parts = [[] for _ in DEPTHS]
         for ids in self._chunks():
             for d, logits in enumerate(_tree_logits(model, ids)):
-                parts[d].append(F.log_softmax(logits[..., ACTIONS].double(), dim=-1))
+                parts[d].append(_log_softmax(logits[..., ACTIONS].double()))
         return [torch.cat(p) for p in parts]
 
     @torch.no_grad()
-    def score(self, fn):
+    def score(self, fn, prompt_ids=None):
         """Apply ``fn(rollout) -> (N,) or (N, K)`` to every complete response: tree tensors
         (P, S_d, 13) or (P, S_d, 13, K), float64, 0 where the response is not complete.
 
         ``fn`` sees ordinary rollouts (ids, prompt_len, mask) as ``tinylm.sample`` returns them,
-        e.g. ``gold_score`` or ``lambda out: rm(digit_counts(out)) - rm_offset``.
+        e.g. ``gold_score`` or ``lambda out: rm(digit_counts(out)) - rm_offset``. ``prompt_ids``:
+        other prompts than the tree's (their rows instead of P).
         """
         parts = []
-        for ids in self._chunks():
+        for ids in self._chunks(prompt_ids):
             c, R = ids.shape[0], self._resp.shape[0]
             seq = torch.empty(c, R, PROMPT_LEN + MAX_NEW, dtype=torch.long)
             seq[:, :, :PROMPT_LEN] = ids[:, None]
@@ -123,6 +125,13 @@ class ResponseTree:
             values = fn(out).double()
             parts.append(values.view(c, R, *values.shape[1:]))
         return from_complete(torch.cat(parts))
+
+    def _score_by_sum(self, fn):
+        """``score(fn)`` for an ``fn`` that reads a prompt only through its answer a + b, as the
+        labeler does: computed once per distinct sum (at most 19 prompts instead of 100)."""
+        sums, which = torch.unique(self.prompt_ids[:, 1] + self.prompt_ids[:, 3], return_inverse=True)
+        first = [int((which == i).nonzero()[0]) for i in range(len(sums))]      # a prompt per sum
+        return [t[which] for t in self.score(fn, self.prompt_ids[first])]
 
     @torch.no_grad()
     def rm_rewards(self, rm, rm_offset=0.0):
@@ -186,10 +195,22 @@ def _tree_attention(q, levels):
     by_ancestor = lambda t, S_j: t.view(c, S_j, S // S_j, *t.shape[2:])
     scores = [torch.einsum("cabhd,calhd->cabhl", by_ancestor(q, k.shape[1]), k).reshape(c, S, h, -1)
               for k, _ in levels]
-    weights = (torch.cat(scores, dim=-1) / math.sqrt(dh)).softmax(dim=-1)           # (c, S, h, 5 + d)
+    weights = _softmax(torch.cat(scores, dim=-1) / math.sqrt(dh))                    # (c, S, h, 5 + d)
     weights = weights.split([k.shape[2] for k, _ in levels], dim=-1)
     return sum(torch.einsum("cabhl,calhd->cabhd", by_ancestor(w, v.shape[1]), v).reshape(c, S, h, dh)
                for w, (_, v) in zip(weights, levels))
+
+
+def _softmax(x):
+    """softmax over the last dimension, written out (three times as fast as torch's over rows of 5-8)."""
+    e = (x - x.amax(dim=-1, keepdim=True)).exp_()
+    return e.div_(e.sum(dim=-1, keepdim=True))
+
+
+def _log_softmax(x):
+    """log_softmax over the last dimension, written out (twice as fast as torch's over rows of 13)."""
+    m = x.amax(dim=-1, keepdim=True)
+    return x - (m + (x - m).exp().sum(dim=-1, keepdim=True).log())
 
 
 def _keeping_prompt(levels):

@@ -239,12 +239,12 @@ def sample_explorer():
 def test_sample_explorer_shows_prompts_answers_and_exact_means(sample_explorer):
     html = sample_explorer.update(1.0)
     assert html.count("<tr") >= 6 + 3
-    assert "+" in html and "gold" in html and "SFT" in html and "all 100 prompts" in html
+    assert "+" in html and "gold" in html and "SFT" in html and "these 6 prompts" in html
     a, b = sample_explorer.update(0.0), sample_explorer.update(2.0)
     assert a != b
-    sft, same = (sample_explorer.table[1.0, n] for n in sample_explorer.names)
+    sft, same = (sample_explorer.entry(1.0, n) for n in sample_explorer.names)
     assert sft["gold"] == pytest.approx(same["gold"])                  # the same model, exactly
-    greedy, hot = sample_explorer.table[0.0, "SFT"], sample_explorer.table[2.0, "SFT"]
+    greedy, hot = sample_explorer.entry(0.0, "SFT"), sample_explorer.entry(2.0, "SFT")
     assert greedy["malformed"] < hot["malformed"]                      # greedy hides the blanks
     times = [cpu_ms(sample_explorer.update, t) for t in sample_explorer.temperatures]
     assert np.median(times) < SLIDER_BUDGET_MS, times
@@ -259,13 +259,12 @@ def test_sample_explorer_widget_is_a_table_that_follows_the_slider(sample_explor
 
 
 def test_sample_explorer_matches_sampling(sample_explorer):
-    """The exact mean gold at T = 1 is what sampling the SFT model estimates."""
+    """The exact mean gold at T = 1 over the shown prompts is what sampling the SFT model on them estimates."""
     from course_utils.labeler import gold_score
     from course_utils.tinylm import sample
-    from course_utils.response_tree import ALL_PROMPTS
 
-    out = sample(load_sft(), ALL_PROMPTS * 40, generator=torch.Generator().manual_seed(0))
-    assert gold_score(out).mean().item() == pytest.approx(sample_explorer.table[1.0, "SFT"]["gold"], abs=0.03)
+    out = sample(load_sft(), sample_explorer.prompts * 700, generator=torch.Generator().manual_seed(0))
+    assert gold_score(out).mean().item() == pytest.approx(sample_explorer.entry(1.0, "SFT")["gold"], abs=0.03)
 
 
 def test_sample_explorer_is_deterministic(sample_explorer):

@@ -396,47 +396,53 @@ class CurveExplorer(View):
 class SampleExplorer(View):
     """Experiment 7: a temperature slider over the SFT model and trained policies (a configuration of
     ``runs`` each): one sampled answer to each of a few prompts, with its gold score and RM score,
-    and the exact averages over every response to all 100 prompts.
+    and the exact averages over every response to those prompts.
 
-    Exact: each policy is enumerated on the response tree (``response_tree``) once; at temperature
-    T its next-token distribution is softmax(log pi / T) in every state (greedy at T = 0), so a new
-    temperature costs no forward pass. Answers are drawn from those distributions (seeded).
+    Exact: each policy is enumerated once on the response tree of the shown prompts
+    (``response_tree``); at temperature T its next-token distribution is softmax(log pi / T) in every
+    state (greedy at T = 0), so a new temperature costs no forward pass, and each temperature is
+    computed when the slider first reaches it. Answers are drawn from those distributions (seeded).
     """
 
     temperatures = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 
     def __init__(self, runs, configs, n_show=10, seed=0):
         self.runs, self.configs, self.n_show, self.seed = runs, dict(configs), n_show, seed
+        self.table = {}                                                      # {(T, policy): entry}, as reached
 
     def _prepare(self):
         rm, rm_offset = self.runs.reward()
         models = {"SFT": self.runs.sft, **{label: self.runs.run(cfg)[0] for label, cfg in self.configs.items()}}
-        self.tree = tree = ResponseTree.build()
+        self.prompts, _ = make_batch(self.n_show, random.Random(self.seed))
+        self.tree = tree = ResponseTree.build(self.prompts)
         reward = complete_only(tree.rm_rewards(rm, rm_offset))                 # (P, N)
-        values = torch.cat([reward[..., None], complete_only(tree.features)], dim=-1).float()   # (P, N, 5)
+        self.values = torch.cat([reward[..., None], complete_only(tree.features)], dim=-1).float()   # (P, N, 5)
         self.columns = ("rm",) + FEATURES
-        shown, _ = make_batch(self.n_show, random.Random(self.seed))
-        self.rows = torch.tensor([tree.prompts.index(p) for p in shown])
-        self.prompts, self.values = shown, values
         self.logp = {name: [lp.float() for lp in tree.logprobs(model)]               # float32: a table, not a proof
                      for name, model in models.items()}
         self.names = list(models)
-        self.table = {(t, name): self._entry(t, name) for name in self.names for t in self.temperatures}
+
+    def entry(self, t, name):
+        """The answers and exact means of policy ``name`` at temperature ``t`` (computed once)."""
+        if (t, name) not in self.table:
+            self.table[t, name] = self._entry(t, name)
+        return self.table[t, name]
 
     def _entry(self, t, name):
-        """The answers and exact means of policy ``name`` at temperature ``t``."""
         logp = self.logp[name]
         if t == 0:                                                              # greedy: all mass on the argmax
             tempered = [F.one_hot(lp.argmax(-1), lp.shape[-1]).float().log() for lp in logp]
+        elif t == 1:                                                            # the policy itself
+            tempered = logp
         else:
             tempered = [torch.log_softmax(lp / t, dim=-1) for lp in logp]
         probs = complete_only(response_probs(tempered))                          # (P, N), rows sum to 1
         means = probs[:, None].bmm(self.values)[:, 0].mean(0)                    # (5,) over prompts
         gen = torch.Generator().manual_seed(self.seed)
-        picks = torch.multinomial(probs[self.rows], 1, generator=gen)[:, 0]
+        picks = torch.multinomial(probs, 1, generator=gen)[:, 0]
         return {"resp": self.tree.answers(picks.tolist()),
-                "answer_gold": self.values[self.rows, picks, 1].tolist(),
-                "answer_rm": self.values[self.rows, picks, 0].tolist(),
+                "answer_gold": self.values[torch.arange(len(picks)), picks, 1].tolist(),
+                "answer_rm": self.values[torch.arange(len(picks)), picks, 0].tolist(),
                 **{c: float(v) for c, v in zip(self.columns, means)}}
 
     @staticmethod
@@ -449,7 +455,7 @@ class SampleExplorer(View):
     def update(self, temperature):
         """The HTML table for ``temperature`` (one of ``temperatures``)."""
         self.prepare()
-        cols = [self.table[temperature, n] for n in self.names]
+        cols = [self.entry(temperature, n) for n in self.names]
         head = "".join(f"<th colspan=2>{n}</th>" for n in self.names)
         rows = [f"<tr><td style='font-family:monospace;padding:1px 8px'>{p}</td>"
                 + "".join(self._cell(c["resp"][i], c["answer_gold"][i], c["answer_rm"][i]) for c in cols) + "</tr>"
@@ -459,7 +465,7 @@ class SampleExplorer(View):
         return (f"<table style='border-collapse:collapse'><tr><th>prompt</th>{head}</tr>"
                 f"<tr><td></td>{'<td><i>answer</i></td><td><i>gold / RM</i></td>' * len(cols)}</tr>"
                 + "".join(rows)
-                + f"<tr style='border-top:1px solid #999'><td>exact mean,<br>all 100 prompts</td>{summary}</tr>"
+                + f"<tr style='border-top:1px solid #999'><td>exact mean,<br>these {len(self.prompts)} prompts</td>{summary}</tr>"
                 + "</table>")
 
     def caption(self):

@@ -80,12 +80,12 @@ def plot_sweep(rows):
         ax.annotate(f"gap\n{j_opt - j_ppo:.3f}", (xi, max(j_opt, j_ppo, 0)), textcoords="offset points",
                     xytext=(0, 3), ha="center", fontsize=8)
     ax.margins(y=0.2)
-    ax.set_title(r"$J = E[r] - \beta\,\mathrm{KL}(\pi\,\|\,\pi_{ref})$: optimum vs PPO")
+    ax.set_title("J = E[r] − β·KL(π ‖ π_ref): optimum vs PPO")
 
     ax = axes[1]
-    ax.bar(x - w, get("ppo", "kl_to_opt"), w, label=r"KL(PPO $\|\ \pi^*$)", color="tab:red")
-    ax.bar(x, get("ppo", "kl"), w, label=r"KL(PPO $\|\ \pi_{ref}$)", color="tab:blue")
-    ax.bar(x + w, get("opt", "kl"), w, label=r"KL($\pi^* \|\ \pi_{ref}$)", color="tab:green")
+    ax.bar(x - w, get("ppo", "kl_to_opt"), w, label="KL(PPO ‖ π*)", color="tab:red")
+    ax.bar(x, get("ppo", "kl"), w, label="KL(PPO ‖ π_ref)", color="tab:blue")
+    ax.bar(x + w, get("opt", "kl"), w, label="KL(π* ‖ π_ref)", color="tab:green")
     ax.set_yscale("log")
     ax.set_title("how far PPO is from the optimum (nats)")
 
@@ -98,7 +98,7 @@ def plot_sweep(rows):
     ax.set_title("gold score (the labeler's truth)")
     for ax in axes:
         ax.set_xticks(x, labels)
-        ax.set_xlabel(r"$\beta$")
+        ax.set_xlabel("β")
         ax.legend(fontsize=8)
     return fig
 
@@ -155,14 +155,14 @@ class OptimumSlider(View):
         self.fig = Figure(figsize=(14, 3.8), dpi=80)
         self.fig.subplots_adjust(left=0.04, right=0.99, bottom=0.15, top=0.8, wspace=0.3)
         axes = self.fig.subplots(1, 4, width_ratios=[1, 1, 1, 1.1])
-        spec = [("gold", r"gold score of $\pi^*$", "tab:green"),
-                ("reward", r"RM score $E[r]$ of $\pi^*$", "tab:orange"),
-                ("kl", r"KL($\pi^*\|\ \pi_{ref}$) (nats)", "tab:purple")]
+        spec = [("gold", "gold score of π*", "tab:green"),
+                ("reward", "RM score E[r] of π*", "tab:orange"),
+                ("kl", "KL(π* ‖ π_ref) (nats)", "tab:purple")]
         self.moving = []
         for ax, (key, title, color) in zip(axes, spec):
-            ax.plot(self.betas, self.curves[key], color=color, label=r"$\pi^*$")
+            ax.plot(self.betas, self.curves[key], color=color, label="π*")
             if key == "gold":
-                ax.plot(self.betas, self.curves["acc"], color=color, ls=":", label=r"accuracy of $\pi^*$")
+                ax.plot(self.betas, self.curves["acc"], color=color, ls=":", label="accuracy of π*")
                 ax.set_ylim(-1.05, 1.05)
             if key == "kl":
                 ax.set_yscale("log")
@@ -170,7 +170,7 @@ class OptimumSlider(View):
             else:
                 ax.axhline(self.sft[key], color="gray", ls="--", lw=1, label="SFT model")
             ax.set_xscale("log")
-            ax.set_xlabel(r"$\beta$")
+            ax.set_xlabel("β")
             ax.set_title(title, fontsize=10, y=1.0)     # y given: no automatic title placement (slow)
             ax.legend(fontsize=8, loc="best")
             self.moving.append(ax.plot([], [], "o", color="k", ms=7)[0])
@@ -180,7 +180,7 @@ class OptimumSlider(View):
         ax.set_ylim(5.6, -0.6)
         ax.set_yticks([])
         ax.set_xlabel("probability")
-        ax.set_title(f"top responses of $\\pi^*$ to {self.prompt} (gray: $\\pi_{{ref}}$)", fontsize=10, y=1.0)
+        ax.set_title(f"top responses of π* to {self.prompt} (gray: π_ref)", fontsize=10, y=1.0)
         self.bars_opt = ax.barh(np.arange(6) - 0.2, np.zeros(6), 0.4, color="tab:green")
         self.bars_ref = ax.barh(np.arange(6) + 0.2, np.zeros(6), 0.4, color="gray")
         self.labels = [ax.text(0.02, i, "", va="center", fontsize=9) for i in range(6)]
