@@ -50,7 +50,7 @@ browser:  ## install Debian's chromium for the browser tests when it is missing
 	  else echo "chromium is missing: install it (apt-get install chromium) to run the browser tests"; fi; }
 
 test: setup browser postgres-install hub-install  ## run every test: course_utils, labs, mutants, nbgrader lifecycle, browser
-	$(PY) -m pytest -q -n 2 --dist loadfile -rs --durations=15   # two workers, a file each; skip reasons, the 15 slowest
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -rs --durations=15   # two workers, a file each, longest first (tests/conftest.py); skip reasons, the 15 slowest
 
 test-fast: setup  ## the unit tests only: nothing starts nbgrader, a kernel, a venv, a browser or training
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow" -rs --durations=5   # both cores

@@ -250,7 +250,7 @@ def supervised_loss(model, prompt_ids, target):
         scalar: mean over real response tokens (PAD is ignored) of -log pi(token).
     """
     seq = torch.cat([prompt_ids, target], dim=1)                      # (B, 9)
-    logits = model(seq[:, :-1])[:, PROMPT_LEN - 1:]                   # (B, MAX_NEW, V)
+    logits = model(seq[:, :-1], last=MAX_NEW)                         # (B, MAX_NEW, V): the response positions
     return F.cross_entropy(logits.reshape(-1, VOCAB_SIZE), target.reshape(-1), ignore_index=PAD)
 
 

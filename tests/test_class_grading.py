@@ -1,7 +1,7 @@
-"""A class of 40 graded in parallel on a real PostgreSQL gradebook, as two machines would.
+"""A class of 30 graded in parallel on a real PostgreSQL gradebook, as two machines would.
 
 Two course checkouts ("machines") share one exchange and one PostgreSQL gradebook. The lab is
-recorded once; 40 simulated students (tests/classroom.py) fetch and submit; each machine collects
+recorded once; 30 simulated students (each kind three times) (tests/classroom.py) fetch and submit; each machine collects
 the whole class and grades its shard (SHARD=1/2, SHARD=2/2) with JOBS=2, both machines at the same
 time (four graders writing to one gradebook); each writes the feedback of its shard; one exports
 grades.csv and the per-task CSV. The reference: what each distinct notebook of the class must score,
@@ -29,7 +29,7 @@ import students as st
 pytestmark = pytest.mark.slow
 
 LAB = classroom.LAB
-SIZE = 40
+SIZE = 30                 # each of the 10 kinds of students three times
 
 
 def grading(course, *args, env, wait=True):
@@ -47,7 +47,7 @@ def the_class(postgres, tmp_path_factory):
     roster = classroom.class_of(SIZE, kinds)
 
     # two machines, one exchange, one PostgreSQL gradebook
-    url = postgres.create_database("class_of_40")
+    url = postgres.create_database("class_of_30")
     exchange = tmp / "exchange"
     exchange.mkdir(mode=0o777)
     env = {"NBGRADER_DB_URL": url, "NBGRADER_EXCHANGE": str(exchange)}
