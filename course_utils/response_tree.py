@@ -290,7 +290,12 @@ def kl_divergence(logp, other_logp):
 def complete_only(values):
     """Tree tensors (P, S_d, 13, ...) -> the complete responses only, (P, N = 22621, ...), ordered by
     depth, then state, then action: the sequence-level view of the tree."""
-    return torch.cat([v[:, :, TERMINAL[d]].flatten(1, 2) for d, v in enumerate(values)], dim=1)
+    return torch.cat([_terminal(v, d).flatten(1, 2) for d, v in enumerate(values)], dim=1)
+
+
+def _terminal(v, d):
+    """v[:, :, TERMINAL[d]] without boolean indexing (slow on big tensors): EOS's column, or all 13."""
+    return v if d == MAX_NEW - 1 else v.narrow(2, EOS_COL, 1)
 
 
 def from_complete(values):

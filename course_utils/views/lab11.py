@@ -239,7 +239,8 @@ class BetaView(View):
         return self._scores[key][1]
 
     def _build(self):
-        self.fig = Figure(figsize=(15, 3.7), dpi=DPI, layout="constrained")
+        self.fig = Figure(figsize=(15, 3.7), dpi=DPI)          # a fixed layout: constrained layout's first pass costs 0.3 s
+        self.fig.subplots_adjust(left=0.03, right=0.99, bottom=0.16, top=0.92, wspace=0.25)
         ax = self.fig.subplots(1, 4, width_ratios=[1, 1, 1, 1.35])
         lo = np.log10(PROB_FLOOR)
         _heatmap(ax[0], _log_probs_image(self.ref), "log10 pi_ref(y1 y2)", vmin=lo, vmax=0, cmap="viridis")
