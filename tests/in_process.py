@@ -14,12 +14,16 @@ nbgrader and compares.
 import contextlib
 import functools
 import io
+import re
 
 import nbformat
 
 import harness as h
 from course_staff.solutions import load_lab
 from lab_tables import table
+
+
+VISIBLE_PASSED = re.compile(r"visible checks pass")   # printed at the end of a check cell's visible part
 
 
 @functools.cache

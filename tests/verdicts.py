@@ -23,7 +23,6 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -38,9 +37,8 @@ import in_process  # noqa: E402
 from course_utils.runtime import machine_record  # noqa: E402
 from lab_tables import table  # noqa: E402
 
-LABS = ("lab11", "lab12")
+from harness import LABS  # noqa: E402
 PARTS = ("grading", "science", "reference")
-VISIBLE_PASSED = re.compile(r"visible checks pass")
 
 
 def environment():
@@ -54,7 +52,7 @@ def grading_verdicts(lab):
     the solution and for each mistake and variant of its table (tests/in_process.py runs them)."""
     full, t = table(lab).auto_marks(), table(lab)
     cases = {"solution": None, **{m.student: {row.solution: list(m.edits)} for row, m in t.mistakes() + t.variants()}}
-    return {student: {gid: [bool(VISIBLE_PASSED.search(out)), points == full[gid]]
+    return {student: {gid: [bool(in_process.VISIBLE_PASSED.search(out)), points == full[gid]]
                       for gid, (points, out) in in_process.scores(lab, edits).items()}
             for student, edits in cases.items()}
 
