@@ -195,16 +195,12 @@ def _tree_attention(q, levels):
     by_ancestor = lambda t, S_j: t.view(c, S_j, S // S_j, *t.shape[2:])
     scores = [torch.einsum("cabhd,calhd->cabhl", by_ancestor(q, k.shape[1]), k).reshape(c, S, h, -1)
               for k, _ in levels]
-    weights = _softmax(torch.cat(scores, dim=-1) / math.sqrt(dh))                    # (c, S, h, 5 + d)
+    scores = torch.cat(scores, dim=-1) / math.sqrt(dh)                              # (c, S, h, 5 + d)
+    weights = (scores - scores.amax(dim=-1, keepdim=True)).exp_()    # softmax written out: over rows of 5-8
+    weights = weights.div_(weights.sum(dim=-1, keepdim=True))        # it is 3x faster than torch.softmax
     weights = weights.split([k.shape[2] for k, _ in levels], dim=-1)
     return sum(torch.einsum("cabhl,calhd->cabhd", by_ancestor(w, v.shape[1]), v).reshape(c, S, h, dh)
                for w, (_, v) in zip(weights, levels))
-
-
-def _softmax(x):
-    """softmax over the last dimension, written out (three times as fast as torch's over rows of 5-8)."""
-    e = (x - x.amax(dim=-1, keepdim=True)).exp_()
-    return e.div_(e.sum(dim=-1, keepdim=True))
 
 
 def _log_softmax(x):
