@@ -20,7 +20,9 @@ train_rlhf keeps its critic to itself, so the critic here is fitted afresh the w
 its own: a new ValueModel of the SFT model, Adam at cfg.vf_lr, cfg.epochs full-batch steps on each
 batch of cfg.batch rollouts, targets the returns of the lab's gae_per_token (at cfg.lam) on the
 rewards of the lab's kl_penalized_rewards, loss the lab's ppo_rlhf_loss (whose policy part has no
-gradient here), gradients clipped at norm 1. Its policy is the trained one, frozen.
+gradient here), gradients clipped at norm 1. What differs: the policy is the trained one, frozen; the
+clip applies to the critic's gradient alone (train_rlhf clips policy and critic together); and the
+critic sees FIT_ITERS batches, not cfg.iters, to keep the notebook's cell fast.
 
     view = CriticView(runs, RLHFConfig(), kl_penalized_rewards, gae_per_token, ppo_rlhf_loss).prepare()
     view.update(0.5)        # PNG bytes: the four panels at lambda = 0.5
