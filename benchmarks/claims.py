@@ -182,6 +182,9 @@ CLAIMS = (
       "tests/test_lab12_views.py::test_critic_view_waits_for_unfinished_parts"),
     C("lab12", "so with $V = V^\\pi$ that is exactly $Q^\\pi(x, y_{<t}, y_t)$",
       "tests/test_lab12_views.py::test_critic_view_looks_up_the_exact_values_of_each_token"),
+    C("lab12", "GAE's $\\lambda$ trades the critic's errors, which $\\lambda = 0$ inherits, for the noise of the sampled "
+      "rewards, which grows towards $\\lambda = 1$.",
+      "tests/test_lab12_views.py::test_critic_view_looks_up_the_exact_values_of_each_token"),
     # ------------------------------------------------------------------ start here
     C("start", "a one-layer transformer of about 14 000 parameters", T + "test_tinylm_has_about_14000_parameters"),
     C("start", "So the SFT model adds well, but not perfectly.", "tests/test_sft.py::test_sft_adds_well_but_not_perfectly"),

@@ -406,7 +406,8 @@ def test_critic_view_looks_up_the_exact_values_of_each_token(critic_view):
     _, ret = v.gae(v.exact_values, 0.0)                  # with V^pi, GAE(0)'s return r_t + V(next) is Q^pi
     assert torch.allclose(ret[m], v.exact_q[m], atol=1e-5)
     assert v.curves["exact"][0] < 1e-5 and v.curves["share"][-1] < 1e-5
-    assert v.curves["exact"][-1] > 10 * v.curves["exact"][0] + 1e-4          # sampled rewards: noise grows with lambda
+    assert (np.diff(v.curves["exact"]) > 0).all()                # with V^pi: only the sampled rewards' noise, growing
+    assert v.curves["share"][0] > 1e-3 and v.curves["share"][-1] < 1e-5     # lambda = 0 inherits the critic's errors, 1 none
     soft, exact = v.optimum_check
     assert torch.allclose(soft, exact, atol=1e-10)
     assert (v.exact_values[:, 0][m[:, 0]] != 0).any()
