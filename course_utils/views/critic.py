@@ -212,7 +212,7 @@ class CriticView(View):
         a3.set_xlabel(r"GAE $\lambda$")
         a3.set_title(r"RMS error of GAE's returns against $Q^\pi$" + "\n(over the same tokens)", fontsize=10)
         a3.set_ylim(0, None)
-        a3.legend(fontsize=8)
+        a3.legend(fontsize=8, loc="upper right")
         self.marker = a3.axvline(self.cfg.lam, color="black", lw=1)
 
         exact_a = self.exact_adv[m].numpy()
