@@ -165,6 +165,26 @@ CLAIMS = (
     C("lab12", "Gold against $\\sqrt{\\mathrm{KL}}$ has a peak", "lab12.hack.rises_first", "lab12.hack.all_malformed"),
     C("lab12", "PPO gets close to the optimum of its objective — and at a small $\\beta$ that optimum hacks the proxy "
       "too", "beyond.optima.ppo_near_opt", "beyond.optima.optimum_hacks"),
+    C("lab12", "Task 5's loss is a *token mean*: in a batch of $N$ real tokens each token weighs $1/N$, so a response "
+      "of $L$ tokens weighs $L/N$.", "tests/test_lab12_views.py::test_length_weights_of_a_known_batch"),
+    C("lab12", "so that each response weighs $1/B$ and each of its tokens $1/(BL)$",
+      "tests/test_lab12_views.py::test_length_weights_of_a_known_batch"),
+    C("lab12", "In the SFT model's batches a token of a 1-token response (a blank) gets about 2.2 times its token-mean "
+      "weight and a token of a 3-token response about 0.7 times", T + "test_sft_responses_average_about_2_2_tokens"),
+    C("lab12", "the two means differ only when the lengths in a batch differ",
+      "tests/test_lab12_views.py::test_length_weights_of_a_known_batch"),
+    C("lab12", "On this toy neither needs estimating: every response of up to four tokens can be enumerated, so for a "
+      "given policy $\\pi$ the course computes, backwards from the complete responses, the exact value",
+      "tests/test_lab12_views.py::test_exact_policy_values_match_monte_carlo"),
+    C("lab12", "a cross-check of the exact values: at the exact optimum $\\pi^*$ of $\\beta = 0.1$, $V^{\\pi^*}$ computed "
+      "the same way against the soft values of Lab 11", "tests/test_lab12_views.py::test_at_the_optimum_the_policy_value_is_the_soft_value"),
+    C("lab12", "`train_rlhf` keeps its critic to itself (it returns only the policy and the history)",
+      "tests/test_lab12_views.py::test_critic_view_waits_for_unfinished_parts"),
+    C("lab12", "so with $V = V^\\pi$ that is exactly $Q^\\pi(x, y_{<t}, y_t)$",
+      "tests/test_lab12_views.py::test_critic_view_looks_up_the_exact_values_of_each_token"),
+    C("lab12", "GAE's $\\lambda$ trades the critic's errors, which $\\lambda = 0$ inherits, for the noise of the sampled "
+      "rewards, which grows towards $\\lambda = 1$.",
+      "tests/test_lab12_views.py::test_critic_view_looks_up_the_exact_values_of_each_token"),
     # ------------------------------------------------------------------ start here
     C("start", "a one-layer transformer of about 14 000 parameters", T + "test_tinylm_has_about_14000_parameters"),
     C("start", "So the SFT model adds well, but not perfectly.", "tests/test_sft.py::test_sft_adds_well_but_not_perfectly"),

@@ -157,7 +157,15 @@ def _stderr(cell):
     return "\n".join(lines)
 
 
+_PART = re.compile(r"checks, (part \d+ of \d+ \([^)]*\)(?::.*)?)$")     # "... Task 4 checks, part 1 of 3 (2 points): ..."
+
+
 def _check_label(cell, heading):
+    """The heading of a check cell's task, and the part of the task it checks when its first line names one
+    (a task checked in parts has one heading and a cell per part, each with its own points)."""
+    part = _PART.search(cell.source.split("\n", 1)[0])
+    if part:
+        heading = f"{re.sub(r' [(][^()]*[)]$', '', heading)}, {part.group(1)}"
     return f"{heading} [check {cell.metadata['nbgrader'].get('grade_id', '')}]"
 
 

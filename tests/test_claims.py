@@ -80,6 +80,18 @@ def test_sft_is_right_about_three_times_in_four(sft):
     assert stats.malformed > 0.1, "it sometimes answers with an empty response"
 
 
+def test_sft_responses_average_about_2_2_tokens(sft):
+    """Lab 12's Question 6 (model answer): in a batch of the SFT model, a response mean weighs a token of
+    a 1-token response N / B = E[L] times its token-mean weight, a 3-token one E[L] / 3 times."""
+    from course_utils.response_tree import ResponseTree, expectation, response_probs
+    tree = ResponseTree.build()
+    probs = response_probs(tree.logprobs(sft))
+    length = [torch.full_like(p, d + 1.0) for d, p in enumerate(probs)]
+    mean_length = float(expectation(probs, length).mean())
+    assert 2.1 <= mean_length <= 2.25, f"exact mean response length of the SFT model {mean_length:.3f}"
+    assert 0.65 <= mean_length / 3 <= 0.75
+
+
 def test_each_prompt_has_22621_responses():
     # up to 4 tokens out of 13 (10 digits, +, =, <eos>), <eos> ending a response: complete responses
     # are sum_{n<4} 12^n ending in <eos>, plus 12^4 of length 4 without it... counted as the tree does

@@ -280,7 +280,8 @@ def test_lab12_views_do_nothing_while_grading(monkeypatch, capsys):
     for view in (views.LabelerExamples(runs.sft), views.RewardModelFit(runs, None, None, None),
                  views.RewardOffset(runs), views.TrainingCurves(runs, {"b": Cfg()}), views.CurveExplorer(runs, Cfg()),
                  views.OverOptimization(runs, Cfg()), views.SampleExplorer(runs, {"b": Cfg()}),
-                 views.OptimumComparison(runs, Cfg()), views.OptimumSlider(runs)):
+                 views.OptimumComparison(runs, Cfg()), views.OptimumSlider(runs),
+                 views.LossWeights(runs, {"b": Cfg()}), views.CriticView(runs, Cfg(), None, None, None)):
         assert view.show() is None and not view._prepared
     assert capsys.readouterr().out == ""
 
@@ -305,3 +306,127 @@ def test_plot_curves_keeps_the_title_it_is_given():
     hist = {k: [0.0, 0.1, 0.2] for k in views.METRICS}
     fig = views.plot_curves({"run": hist}, title="PPO at beta = 0")
     assert fig._suptitle.get_text() == "PPO at beta = 0"
+
+
+# ----------------------------------------------------------------------------- Experiment 10: token mean, response mean
+def test_length_weights_of_a_known_batch():
+    from course_utils.views.length import length_weights
+
+    mask = torch.tensor([[[1.0, 0, 0, 0], [1, 1, 1, 0]]])            # one batch: lengths 1 and 3, N = 4, B = 2
+    responses, token_mean, ratio = length_weights(mask)
+    assert responses.tolist() == [0.5, 0, 0.5, 0]
+    assert token_mean.tolist() == [0.25, 0, 0.75, 0]
+    assert torch.allclose(ratio.double(), torch.tensor([2.0, 1.0, 2 / 3, 0.5], dtype=torch.double))
+
+
+def test_loss_weights_table(capsys):
+    runs = cache_of(lambda cfg: fake_history())
+    view = views.LossWeights(runs, {"PPO, beta = 0": Cfg(beta=0.0)})
+    view.show()
+    out = capsys.readouterr().out
+    assert "SFT model" in out and "PPO, beta = 0" in out and "share of a token mean" in out
+    for responses, token_mean, _ in view.rows.values():
+        assert float(responses.sum()) == pytest.approx(1) and float(token_mean.sum()) == pytest.approx(1)
+
+
+# ----------------------------------------------------------------------------- Experiment 11: the critic, exactly
+def _perturbed(model, scale=0.1, seed=0):
+    """A copy of ``model`` with seeded noise on every weight: a policy that is not its reference."""
+    import copy
+
+    other = copy.deepcopy(model)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=gen))
+    return other
+
+
+def test_exact_policy_values_match_monte_carlo():
+    """V^pi(root) and Q^pi(root, a) of the KL-penalized return, computed on the tree, against the mean
+    return of 20,000 sampled responses (the RM score minus beta times the summed log-ratios)."""
+    from course_utils.response_tree import ResponseTree
+    from course_utils.reward_model import digit_counts
+    from course_utils.tinylm import PROMPT_LEN, sample, sequence_logprobs
+    from course_utils.views.critic import policy_values
+
+    sft = load_sft()
+    policy, rm, offset, beta, n = _perturbed(sft), rm_of_digits(), 0.4, 0.1, 20000
+    tree = ResponseTree.build(["7+5=", "3+4="])
+    values, q = policy_values(tree.logprobs(policy), tree.logprobs(sft), tree.rm_rewards(rm, offset), beta)
+    for p, prompt in enumerate(tree.prompts):
+        out = sample(policy, [prompt] * n, generator=torch.Generator().manual_seed(p))
+        with torch.no_grad():
+            log_ratio = (sequence_logprobs(policy, out) - sequence_logprobs(sft, out)) * out["mask"]
+            ret = (rm(digit_counts(out)) - offset - beta * log_ratio.sum(1)).double()
+        assert float(values[0][p, 0]) == pytest.approx(ret.mean().item(), abs=4 * ret.std().item() / n ** 0.5)
+        first = out["ids"][:, PROMPT_LEN]
+        counts = torch.bincount(first, minlength=12)[:12]              # first tokens that continue the response
+        common = (counts >= 100).nonzero()[:, 0].tolist()              # Q of those drawn 100 times or more
+        assert common
+        for a in common:
+            pick = ret[first == a]
+            # + 1e-3: continuations rarer than 1 in len(pick) may be missing from the sample
+            assert float(q[0][p, 0, a]) == pytest.approx(pick.mean().item(), abs=4 * pick.std().item() / len(pick) ** 0.5 + 1e-3)
+
+
+def test_at_the_optimum_the_policy_value_is_the_soft_value():
+    from course_utils.response_tree import ResponseTree
+    from course_utils.tree_optimum import soft_values
+    from course_utils.views.critic import policy_values
+
+    tree = ResponseTree.build(["7+5=", "0+0=", "9+9="])
+    ref, rewards = tree.logprobs(load_sft()), tree.rm_rewards(rm_of_digits(), 0.4)
+    for beta in (0.05, 0.1, 1.0):
+        soft, opt_logp = soft_values(ref, rewards, beta)
+        exact, _ = policy_values(opt_logp, ref, rewards, beta)
+        for d in range(4):
+            assert torch.allclose(exact[d], soft[d], atol=1e-10), (beta, d)
+        sft_values, _ = policy_values(ref, ref, rewards, beta)        # pi_ref itself: a lower value
+        assert (sft_values[0] < soft[0] - 1e-6).all()
+
+
+@pytest.fixture(scope="module")
+def lab12():
+    from course_staff.solutions import load_lab
+    return load_lab("lab12")
+
+
+@pytest.fixture(scope="module")
+def critic_view(lab12):
+    runs = cache_of(lambda cfg: fake_history())          # its "trained policy" is the SFT model
+    return views.CriticView(runs, lab12["RLHFConfig"](), lab12["kl_penalized_rewards"], lab12["gae_per_token"],
+                            lab12["ppo_rlhf_loss"], fit_iters=3, n_eval=300).prepare()
+
+
+def test_critic_view_looks_up_the_exact_values_of_each_token(critic_view):
+    v = critic_view
+    m = v.mask.bool()
+    _, ret = v.gae(v.exact_values, 0.0)                  # with V^pi, GAE(0)'s return r_t + V(next) is Q^pi
+    assert torch.allclose(ret[m], v.exact_q[m], atol=1e-5)
+    assert v.curves["exact"][0] < 1e-5 and v.curves["share"][-1] < 1e-5
+    assert (np.diff(v.curves["exact"]) > 0).all()                # with V^pi: only the sampled rewards' noise, growing
+    assert v.curves["share"][0] > 1e-3 and v.curves["share"][-1] < 1e-5     # lambda = 0 inherits the critic's errors, 1 none
+    soft, exact = v.optimum_check
+    assert torch.allclose(soft, exact, atol=1e-10)
+    assert (v.exact_values[:, 0][m[:, 0]] != 0).any()
+
+
+def test_critic_view_draws_fast(critic_view):
+    assert critic_view.update(0.5).startswith(PNG)
+    assert "lambda = 0.5" in critic_view.caption()
+    assert cpu_ms(critic_view.update, 0.25) < SLIDER_BUDGET_MS
+
+
+def test_critic_view_waits_for_unfinished_parts(capsys, lab12):
+    with needs("Tasks 3, 4 and 5"):
+        views.CriticView(RunCache(load_sft()), Cfg(), None, None, None).show()        # no reward model yet
+    assert "Finish Part A" in capsys.readouterr().out
+
+    def unfinished(*args):
+        raise NotImplementedError("Task: gae_per_token")
+
+    with needs("Tasks 3, 4 and 5"):
+        views.CriticView(cache_of(lambda cfg: fake_history()), lab12["RLHFConfig"](), lab12["kl_penalized_rewards"],
+                         unfinished, lab12["ppo_rlhf_loss"]).show()
+    assert "Finish Tasks 3, 4 and 5 first" in capsys.readouterr().out

@@ -48,6 +48,16 @@ def test_each_check_gets_its_task_and_verdict():
     assert found[2].message.startswith("TypeError: f() missing")
 
 
+def test_a_task_checked_in_parts_names_each_part_and_its_points():
+    heading = nbformat.v4.new_markdown_cell("### Task 4 — GAE (4 points, ~20 min)")
+    parts = [check_cell("test_adv", "# [read-only] Task 4 checks, part 1 of 2 (3 points): the advantages\ncheck()", points=3),
+             check_cell("test_ret", "# [read-only] Task 4 checks, part 2 of 2 (1 point): the returns\ncheck()", points=1)]
+    found = selfcheck.verdicts(notebook(heading, ANSWER, *parts), {3: {"ename": "NotImplementedError"}})
+    assert [(v.status, v.label) for v in found] == [
+        ("passed", "Task 4 — GAE, part 1 of 2 (3 points): the advantages [check test_adv]"),
+        ("unfinished", "Task 4 — GAE, part 2 of 2 (1 point): the returns [check test_ret]")]
+
+
 def test_errors_outside_checks_are_reported_and_answers_are_not_checks():
     broken = nbformat.v4.new_code_cell("x = undefined_name")
     nb = notebook(HEADING, ANSWER, broken, check_cell("test_a"))

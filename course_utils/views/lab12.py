@@ -31,6 +31,8 @@ from course_utils.runtime import progress
 from course_utils.tinylm import DIGITS, TOKENS, decode_responses, make_batch, sample
 from course_utils.views.base import FastFigure, PngFigure, View, show_slider
 from course_utils.views.optimum import OptimumComparison, OptimumSlider
+from course_utils.views.critic import CriticView
+from course_utils.views.length import LossWeights
 from course_utils.world import N_OFFSET
 
 REFERENCE_PATH = Path(__file__).resolve().parents[1] / "data" / "lab12_reference_curves.json"
@@ -485,7 +487,8 @@ class SampleExplorer(View):
 __all__ = ["METRICS", "PANELS", "SWEEP_BETAS", "RunCache", "progress", "smooth", "last_third",
            "run_summary", "plot_rm_fit", "plot_curves", "plot_controller", "plot_overoptimization",
            "load_reference_curves", "LabelerExamples", "RewardModelFit", "RewardOffset", "TrainingCurves",
-           "CurveExplorer", "OverOptimization", "SampleExplorer", "OptimumComparison", "OptimumSlider"]
+           "CurveExplorer", "OverOptimization", "SampleExplorer", "OptimumComparison", "OptimumSlider",
+           "CriticView", "LossWeights"]
 
 
 # ----------------------------------------------------------------------------- health signals

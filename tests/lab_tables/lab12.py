@@ -128,4 +128,5 @@ TABLE = Lab("lab12", tasks=(
     Question("answer_optimum_hacks"),
     Question("answer_health"),
     Question("answer_length"),
+    Question("answer_gae_lambda"),
 ))

@@ -1,0 +1,269 @@
+"""Experiment 10 of Lab 12: PPO's learned critic and GAE(lambda) against the exact values of the toy.
+
+On the response tree (course_utils.response_tree) the value of a policy is not estimated but
+computed. For the KL-penalized return that train_rlhf optimizes, the reward of token a in state s
+is -beta * log(pi(a|s) / pi_ref(a|s)), plus r(y) when (s, a) completes the response y, so
+
+    Q^pi(s, a) = -beta * log(pi(a|s) / pi_ref(a|s)) + (r(s, a) if (s, a) is complete else V^pi(s * 12 + a))
+    V^pi(s)    = sum_a pi(a|s) Q^pi(s, a),        A^pi(s, a) = Q^pi(s, a) - V^pi(s)
+
+backwards from the leaves (``policy_values``). At the optimum pi* of the same beta, V^pi* is the
+soft value of course_utils.tree_optimum: a cross-check the view draws.
+
+The view fits a critic to a trained policy and compares, on that policy's own rollouts,
+
+    the critic's V(x, y_<t)                 with V^pi at the same prefixes;
+    GAE(lambda) from the lab's gae_per_token with Q^pi (returns) and A^pi (advantages) of the same
+    tokens, for lambda from 0 to 1 (a slider), with the critic and with V^pi itself.
+
+train_rlhf keeps its critic to itself, so the critic here is fitted afresh the way train_rlhf fits
+its own: a new ValueModel of the SFT model, Adam at cfg.vf_lr, cfg.epochs full-batch steps on each
+batch of cfg.batch rollouts, targets the returns of the lab's gae_per_token (at cfg.lam) on the
+rewards of the lab's kl_penalized_rewards, loss the lab's ppo_rlhf_loss (whose policy part has no
+gradient here), gradients clipped at norm 1. What differs: the policy is the trained one, frozen; the
+clip applies to the critic's gradient alone (train_rlhf clips policy and critic together); and the
+critic sees FIT_ITERS batches, not cfg.iters, to keep the notebook's cell fast.
+
+    view = CriticView(runs, RLHFConfig(), kl_penalized_rewards, gae_per_token, ppo_rlhf_loss).prepare()
+    view.update(0.5)        # PNG bytes: the four panels at lambda = 0.5
+"""
+
+import random
+
+import numpy as np
+import torch
+
+from course_utils.ppo_helpers import ValueModel, masked_whiten
+from course_utils.response_tree import ALL_PROMPTS, DEPTHS, N_ACTIONS, N_CONT, ResponseTree, n_states
+from course_utils.reward_model import digit_counts
+from course_utils.tinylm import EOS, MAX_NEW, make_batch, sample, sequence_logprobs
+from course_utils.tree_optimum import soft_values
+from course_utils.views.base import FastFigure, PngFigure, View, show_slider
+
+LAMBDAS = tuple(round(0.05 * i, 2) for i in range(21))        # the slider: 0, 0.05, ..., 1
+FIT_ITERS = 20          # batches the critic is fitted on (train_rlhf fits its own on cfg.iters = 120)
+N_EVAL = 1000           # rollouts of the trained policy the comparison is made on
+PROMPTS = ALL_PROMPTS[::5]      # their prompts: 20 of the 100 ("0+0=", "0+5=", "1+0=", ...), a tree each
+
+
+def policy_values(logp, ref_logp, rewards, beta):
+    """Exact V^pi and Q^pi of the KL-penalized return (module docstring) on the response tree.
+
+    Args:
+        logp, ref_logp: tree tensors (P, S_d, 13) of the policy and the reference;
+        rewards: tree tensors (P, S_d, 13), r(y) at complete responses; beta: the KL coefficient.
+    Returns:
+        (values, q): tree tensors (P, S_d) and (P, S_d, 13).
+    """
+    values, q = [None] * MAX_NEW, [None] * MAX_NEW
+    for d in reversed(DEPTHS):
+        q[d] = rewards[d] - beta * (logp[d] - ref_logp[d])
+        if d + 1 < MAX_NEW:                                       # a continuing token leads to V(child)
+            child = values[d + 1].view(q[d].shape[0], n_states(d), N_CONT)
+            q[d] = q[d] + torch.cat([child, child.new_zeros(*child.shape[:2], N_ACTIONS - N_CONT)], dim=-1)
+        values[d] = (logp[d].exp() * q[d]).sum(-1)
+    return values, q
+
+
+def token_states(out, rows):
+    """Where each response token of a rollout sits on the tree: (state, action), both (B, T) long.
+
+    rows: (B,) the tree's prompt row of each response. Token t of a response is chosen in the state of
+    depth t made of its first t tokens, s = sum_i y_i * 12**(t-1-i); its action is the token's column
+    (the token id, 12 for EOS). Padding gets state 0, action 0.
+    """
+    resp, mask = out["ids"][:, out["prompt_len"]:], out["mask"].bool()
+    action = torch.where(resp == EOS, N_CONT, resp).masked_fill(~mask, 0)
+    state = torch.zeros_like(action)
+    for t in range(1, resp.shape[1]):
+        state[:, t] = state[:, t - 1] * N_CONT + action[:, t - 1]
+    return state.masked_fill(~mask, 0), action
+
+
+def at_tokens(tree_tensors, rows, state, extra=None):
+    """Gather tree tensors at each token's depth t and state: (B, T) (and action ``extra`` if given)."""
+    cols = []
+    for t in range(state.shape[1]):
+        x = tree_tensors[t][rows, state[:, t]]
+        cols.append(x if extra is None else x.gather(-1, extra[:, t:t + 1])[:, 0])
+    return torch.stack(cols, dim=1)
+
+
+def fit_critic(policy, ref, rm, rm_offset, cfg, kl_penalized_rewards, gae_per_token, ppo_rlhf_loss,
+               iters=FIT_ITERS, seed=0):
+    """A fresh critic fitted to the frozen ``policy`` as train_rlhf fits its own (module docstring)."""
+    torch.manual_seed(seed)
+    gen = random.Random(seed)
+    critic = ValueModel(ref)
+    opt = torch.optim.Adam(critic.parameters(), lr=cfg.vf_lr)
+    for _ in range(iters):
+        prompts, _ = make_batch(cfg.batch, gen)
+        out = sample(policy, prompts)
+        mask = out["mask"]
+        with torch.no_grad():
+            old_logp, ref_logp = sequence_logprobs(policy, out), sequence_logprobs(ref, out)
+            score = rm(digit_counts(out)) - rm_offset
+            rewards = kl_penalized_rewards(old_logp, ref_logp, score, mask, cfg.beta)
+            adv, ret = gae_per_token(rewards, critic(out), mask, 1.0, cfg.lam)
+            adv = masked_whiten(adv, mask)
+        for _ in range(cfg.epochs):
+            loss, _ = ppo_rlhf_loss(old_logp, old_logp, critic(out), adv, ret, mask, cfg.clip_eps, cfg.vf_coef)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(list(critic.parameters()), 1.0)
+            opt.step()
+    return critic.eval()
+
+
+class CriticView(View):
+    """Experiment 10: the learned critic and GAE(lambda) against the exact V^pi, Q^pi and A^pi of a
+    trained policy (the run ``cfg`` of ``runs``), with a lambda slider. See the module docstring."""
+
+    def __init__(self, runs, cfg, kl_penalized_rewards, gae_per_token, ppo_rlhf_loss, fit_iters=FIT_ITERS, n_eval=N_EVAL,
+                 seed=0):
+        self.runs, self.cfg, self.fit_iters, self.n_eval, self.seed = runs, cfg, fit_iters, n_eval, seed
+        self.fns = (kl_penalized_rewards, gae_per_token, ppo_rlhf_loss)
+        self.frames = {}
+
+    def _prepare(self):
+        rm, rm_offset = self.runs.reward()
+        policy, sft, beta = self.runs.run(self.cfg)[0], self.runs.sft, self.cfg.beta
+        kl_penalized_rewards, gae_per_token, _ = self.fns
+        self.critic = fit_critic(policy, sft, rm, rm_offset, self.cfg, *self.fns, self.fit_iters, self.seed)
+        tree = ResponseTree.build(PROMPTS)
+        logp, ref_logp, tree_rewards = tree.logprobs(policy), tree.logprobs(sft), tree.rm_rewards(rm, rm_offset)
+        values, q = policy_values(logp, ref_logp, tree_rewards, beta)
+        self.optimum_check = self._optimum_check(ref_logp, tree_rewards, beta)
+
+        prompts = random.Random(self.seed + 1).choices(PROMPTS, k=self.n_eval)
+        out = sample(policy, prompts, generator=torch.Generator().manual_seed(self.seed + 1))
+        rows = torch.tensor([tree.prompts.index(p) for p in prompts])
+        state, action = token_states(out, rows)
+        self.mask = mask = out["mask"]
+        with torch.no_grad():
+            old_logp, sft_logp = sequence_logprobs(policy, out), sequence_logprobs(sft, out)
+            score = rm(digit_counts(out)) - rm_offset
+            self.rewards = kl_penalized_rewards(old_logp, sft_logp, score, mask, beta).double()
+            self.critic_values = self.critic(out).double() * mask
+        self.exact_values = at_tokens(values, rows, state) * mask
+        self.exact_q = at_tokens(q, rows, state, action) * mask
+        self.exact_adv = self.exact_q - self.exact_values
+        self.depth = torch.arange(MAX_NEW).expand_as(mask)[mask.bool()]
+        self.curves = self._curves()
+
+    def _optimum_check(self, ref_logp, tree_rewards, beta):
+        """(soft values, V^pi* by policy_values) at the root and depth 1 of every prompt: two (P * 13,)."""
+        soft, opt_logp = soft_values(ref_logp, tree_rewards, beta)
+        exact, _ = policy_values(opt_logp, ref_logp, tree_rewards, beta)
+        pick = lambda v: torch.cat([v[0].flatten(), v[1].flatten()])
+        return pick(soft), pick(exact)
+
+    def gae(self, values, lam):
+        """(advantages, returns) of the lab's gae_per_token at ``lam`` on the evaluation rollouts."""
+        _, gae_per_token, _ = self.fns
+        adv, ret = gae_per_token(self.rewards.clone(), values.clone(), self.mask.clone(), 1.0, lam)
+        return adv.double(), ret.double()
+
+    def _curves(self):
+        """RMS error over real tokens of GAE's returns against Q^pi, for each of LAMBDAS:
+        {"critic": with the learned critic, "exact": with V^pi, "share": the two's difference}."""
+        m = self.mask.bool()
+        rms = lambda e: float(e[m].pow(2).mean().sqrt())
+        curves = {"critic": [], "exact": [], "share": []}
+        for lam in LAMBDAS:
+            (_, ret_critic), (_, ret_exact) = self.gae(self.critic_values, lam), self.gae(self.exact_values, lam)
+            curves["critic"].append(rms(ret_critic - self.exact_q))
+            curves["exact"].append(rms(ret_exact - self.exact_q))
+            curves["share"].append(rms(ret_critic - ret_exact))
+        return {k: np.array(v) for k, v in curves.items()}
+
+    # ------------------------------------------------------------------------- the figure
+    def _build(self):
+        m = self.mask.bool()
+        fig = PngFigure(figsize=(15, 3.9), dpi=72)              # a fixed layout: constrained layout costs 0.2 s
+        a1, a2, a3, a4 = fig.subplots(1, 4, gridspec_kw={"left": 0.045, "right": 0.99, "bottom": 0.13, "top": 0.84,
+                                                          "wspace": 0.32})
+        exact_v, critic_v = self.exact_values[m].numpy(), self.critic_values[m].numpy()
+        for t in range(MAX_NEW):
+            pick = (self.depth == t).numpy()
+            if pick.any():
+                a1.scatter(exact_v[pick], critic_v[pick], s=6, alpha=0.4, color=f"C{t}", label=f"t = {t}")
+        _diagonal(a1, exact_v, critic_v)
+        rms = float(np.sqrt(np.mean((critic_v - exact_v) ** 2)))
+        a1.set_title(f"learned critic against exact $V^\\pi$\n({m.sum():.0f} prefixes $y_{{<t}}$, RMS error {rms:.3f})",
+                     fontsize=10)
+        a1.set_xlabel(r"exact $V^\pi(x, y_{<t})$")
+        a1.set_ylabel(r"critic $V(x, y_{<t})$")
+        a1.legend(fontsize=8, markerscale=2)
+
+        soft, exact = (v.numpy() for v in self.optimum_check)
+        a2.scatter(soft, exact, s=8, alpha=0.5, color="tab:green")
+        _diagonal(a2, soft, exact)
+        a2.set_title(f"at the optimum $\\pi^*$ ($\\beta$ = {self.cfg.beta:g}): $V^{{\\pi^*}}$ against\n"
+                     f"the soft value, {len(soft)} prefixes (max gap {np.abs(soft - exact).max():.1e})", fontsize=10)
+        a2.set_xlabel("soft value V(s) (the optimum's backward pass)")
+        a2.set_ylabel(r"$V^{\pi^*}(s)$ (policy evaluation)")
+
+        lams = np.array(LAMBDAS)
+        a3.plot(lams, self.curves["critic"], color="tab:blue", lw=2, label="with the learned critic")
+        a3.plot(lams, self.curves["exact"], color="tab:green", lw=2, label=r"with the exact $V^\pi$")
+        a3.plot(lams, self.curves["share"], color="tab:blue", lw=1, ls="--",
+                label="their difference (the critic's share)")
+        a3.set_xlabel(r"GAE $\lambda$")
+        a3.set_title(r"RMS error of GAE's returns against $Q^\pi$" + "\n(over the same tokens)", fontsize=10)
+        a3.set_ylim(0, None)
+        a3.legend(fontsize=8, loc="upper right")
+        self.marker = a3.axvline(self.cfg.lam, color="black", lw=1)
+
+        exact_a = self.exact_adv[m].numpy()
+        self.points = a4.scatter(exact_a, exact_a, s=6, alpha=0.4, color="tab:blue")
+        _diagonal(a4, exact_a, exact_a, pad=0.6)
+        a4.set_xlabel(r"exact $A^\pi(x, y_{<t}, y_t)$")
+        a4.set_ylabel("GAE advantage (learned critic)")
+        self.scatter_title = a4.set_title(" \n ", fontsize=10)
+        self.frame = FastFigure(fig, [self.marker, self.points, self.scatter_title])
+
+    def update(self, lam):
+        """The four panels with GAE at ``lam`` marked and scattered: PNG bytes."""
+        self.prepare()
+        if not hasattr(self, "frame"):
+            self._build()
+        m = self.mask.bool()
+        adv, _ = self.gae(self.critic_values, lam)
+        exact_a, gae_a = self.exact_adv[m].numpy(), adv[m].numpy()
+        self.points.set_offsets(np.column_stack([exact_a, gae_a]))
+        self.marker.set_xdata([lam, lam])
+        corr = np.corrcoef(exact_a, gae_a)[0, 1]
+        self._caption = (f"lambda = {lam:g}: RMS error of the returns {self._rms(lam, 'critic'):.4f} with the critic, "
+                         f"{self._rms(lam, 'exact'):.4f} with the exact V^pi")
+        self.scatter_title.set_text(f"GAE($\\lambda$ = {lam:g}) advantages against exact $A^\\pi$\n"
+                                    f"(correlation {corr:.3f}, RMS error {np.sqrt(np.mean((gae_a - exact_a) ** 2)):.3f})")
+        return self.frame.png()
+
+    def _rms(self, lam, which):
+        return float(self.curves[which][LAMBDAS.index(lam)]) if lam in LAMBDAS else float("nan")
+
+    def caption(self):
+        return getattr(self, "_caption", "")
+
+    def display(self):
+        """The lambda slider (0 to 1, starting at cfg.lam) and the four panels."""
+        import ipywidgets as widgets
+
+        start = min(LAMBDAS, key=lambda x: abs(x - self.cfg.lam))
+        slider = widgets.SelectionSlider(options=[(f"{x:g}", x) for x in LAMBDAS], value=start,
+                                         description="GAE lambda", continuous_update=True,
+                                         style={"description_width": "initial"}, layout=widgets.Layout(width="420px"))
+        self.widget = show_slider(self, slider, "lambda")
+
+
+def _diagonal(ax, x, y, pad=0.05):
+    """The line y = x over the range of both."""
+    lo, hi = min(x.min(), y.min()), max(x.max(), y.max())
+    lo, hi = lo - pad * (hi - lo), hi + pad * (hi - lo)
+    ax.plot([lo, hi], [lo, hi], color="gray", lw=0.8, ls=":")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+
+
+__all__ = ["LAMBDAS", "policy_values", "token_states", "at_tokens", "fit_critic", "CriticView"]
