@@ -84,7 +84,7 @@ CLAIMS = (
       "model's score.", "lab12.kl_penalty.hack"),
     C("lab12", "Reason: `DigitRM` is linear in the digit counts with every weight positive", "lab12.reward_model.sign"),
     C("lab12", "Once blanks are gone, the only way left to raise the RM score is to add digits, which the labeler does "
-      "not want: gold falls.", "lab12.kl_penalty.hack", "lab12.hack.spams_heaviest"),
+      "not want: gold falls.", "lab12.kl_penalty.hack", "lab12.hack.spams_heavy"),
     C("lab12", "What keeps a policy away is the KL penalty: with a larger $\\beta$, $e^{r/\\beta}$ is gentle and $\\pi^*$ "
       "stays close to $\\pi_{\\text{ref}}$, where the reward model was fitted and is right.",
       "beyond.optima.optimum_hacks", "lab12.improves.improves"),
@@ -114,8 +114,11 @@ CLAIMS = (
     C("lab12", "1. Why does the gold score first *rise*, and then fall?", "lab12.hack.rises_first", "lab12.kl_penalty.hack"),
     C("lab12", "The KL to the SFT model climbs to tens of nats and levels off there.", "lab12.hack.kl_plateau"),
     C("lab12", "Both agree, so gold rises.", "lab12.hack.rises_first"),
-    C("lab12", "Four copies of the most heavily weighted digit and no `<eos>`", "lab12.hack.spams_heaviest",
+    C("lab12", "Four copies of one heavily weighted digit and no `<eos>`", "lab12.hack.spams_heavy",
       "lab12.hack.all_malformed"),
+    C("lab12", "The policy ends up giving (nearly) one response to every prompt, four copies of one heavy digit",
+      "lab12.hack.spams_heavy", "lab12.hack.kl_plateau"),
+    C("lab12", "four highly weighted digits without `<eos>`", "lab12.hack.spams_heavy", "lab12.hack.all_malformed"),
     C("lab12", "So the KL levels off near the mean over the prompts of $-\\log \\pi_{\\text{ref}}(dddd \\mid x)$ "
       "(within a factor of 1.5: the policy is not quite a point mass, a few of its answers mix in other digits): tens "
       "of nats, because the SFT model almost never writes four equal digits, but finite", "lab12.hack.kl_plateau"),
@@ -130,7 +133,7 @@ CLAIMS = (
       "lab12.improves.fewer_malformed", "lab12.improves.improves"),
     C("lab12", "The proxy is useful as long as the policy stays close to the data it was fitted on.",
       "lab12.improves.improves", "lab12.kl_penalty.hack"),
-    C("lab12", "over the last third of training the KL hovers around its target.", "lab12.controller.reaches"),
+    C("lab12", "over the last third of training the KL hovers around its target.", "lab12.controller.hovers"),
     C("lab12", "At $\\beta = 0.05$ the penalty is too weak and the policy drifts into the reward model's blind spot.",
       "lab12.ptx.keeps_and_gains", "lab12.kl_penalty.small_kl"),
     C("lab12", "so ptx keeps the SFT model's accuracy where the weak penalty alone lets the policy drift into the "
