@@ -6,7 +6,9 @@ figures a control would need to meet its criterion, or an untrained model's.
 A control reverted to an old form fails here: a fixed beta as the controller's control (no single KL
 is near two targets; a fixed beta "moves" 1.00x by definition), the reward model at its initial
 weights (all 0), PPO-ptx judged on accuracy alone (a policy that never trains keeps its accuracy),
-two criteria that are one fact with the roles of criterion and control swapped.
+two criteria that are one fact with the roles of criterion and control swapped, the rise of gold at
+beta 0 against an RM fit on shuffled rankings (which keeps a count component by chance), the spammed
+digits against an RM with only its heaviest weights swapped (which leaves the third heaviest in place).
 """
 
 import difflib
