@@ -39,6 +39,7 @@ def C(where, quote, *backed_by):
 
 
 T = "tests/test_claims.py::"          # exact facts of the toy, computed by tests/test_claims.py
+H = "lab12.health."                  # Lab 12's Experiment 9 (benchmarks/science_lab12.py)
 CLAIMS = (
     # ------------------------------------------------------------------ Lab 11
     C("lab11", "so it is right about 3 times in 4 and sometimes answers with an empty response",
@@ -75,6 +76,16 @@ CLAIMS = (
       "tests/test_exact.py::test_token_level_product_is_the_sequence_level_optimum"),
     C("lab11", r"$k_3$ unbiased and quiet near $\pi_{\text{ref}}$ (Task 3)",
       "lab11.kl_estimators.unbiased", "lab11.kl_estimators.k3_quiet"),
+    C("lab11", r"The two curves cross near $T \approx 0.7$: at $T = 0.8$ one sample of $k_1$ is still about twice as "
+      r"noisy as one of $k_3$, at $T = 0.6$ $k_3$ is already about 2.7 times noisier, and at $T = 0.4$ its standard "
+      r"deviation is about $3 \cdot 10^4$ times the KL, against about 2 for $k_1$: four orders of magnitude worse.",
+      T + "test_k1_and_k3_spreads_cross_near_t_0_7", T + "test_the_k1_k3_gap_at_t_0_8_0_6_and_0_4"),
+    C("lab11", r"then the control variate $\rho - 1$ cancels part of $k_1$'s noise (most of it near $T = 1$: $k_3$'s "
+      r"spread is less than half of $k_1$'s up to $T = 1.2$).", T + "test_k3_cancels_most_of_k1s_noise_near_t1_and_part_above"),
+    C("lab11", r"$k_3$ is the better estimator only near $\pi_{\text{ref}}$ or for flatter policies.",
+      T + "test_k1_and_k3_spreads_cross_near_t_0_7", T + "test_k3_cancels_most_of_k1s_noise_near_t1_and_part_above"),
+    C("lab11", r"reads the crossover (between $T = 0.6$ and $0.8$) and the size of the gap at $T = 0.4$ (orders of "
+      r"magnitude, $k_3$ worse)", T + "test_k1_and_k3_spreads_cross_near_t_0_7", T + "test_the_k1_k3_gap_at_t_0_8_0_6_and_0_4"),
     # ------------------------------------------------------------------ Lab 12
     C("lab12", "It was trained by supervised fine-tuning (SFT) on sloppy demonstrations, so it is often right, sometimes "
       "wrong, and sometimes answers nothing at all.", T + "test_sft_is_right_about_three_times_in_four"),
@@ -168,6 +179,25 @@ CLAIMS = (
     C("lab12", "Gold against $\\sqrt{\\mathrm{KL}}$ has a peak", "lab12.hack.rises_first", "lab12.hack.all_malformed"),
     C("lab12", "PPO gets close to the optimum of its objective — and at a small $\\beta$ that optimum hacks the proxy "
       "too", "beyond.optima.ppo_near_opt", "beyond.optima.optimum_hacks"),
+    C("lab12", "Run A is the default configuration; run B is the same with a learning rate 33 times larger.",
+      T + "test_run_b_has_a_learning_rate_33_times_run_as"),
+    C("lab12", "Why is run B's value loss nonetheless many times larger?", H + "value_loss"),
+    C("lab12", "a few percent in run A (normal); in run B more than half at the first iteration, and still above 5% "
+      "over the table's last third", H + "clip_normal", H + "clip_first"),
+    C("lab12", "The KL to the SFT model jumps to several nats after a single update (run A settles at about half a "
+      "nat): the policy leaves the reference at once.", H + "kl_jump", "lab12.kl_penalty.small_kl"),
+    C("lab12", "The value loss is more than ten times run A's over the first ten iterations.", H + "value_loss"),
+    C("lab12", "All three warn from the start, long before anything could be read off an outcome.",
+      H + "clip_first", H + "kl_jump", H + "value_loss"),
+    C("lab12", "Run B's final policy has a lower entropy than run A's: it explores less and has collapsed further "
+      "onto a few answers.", H + "sharper"),
+    C("lab12", "The first change is the learning rate, back towards run A's $3 \\cdot 10^{-4}$, where the clip fraction "
+      "is a few percent", H + "clip_normal"),
+    C("lab12", "run B's (over half at the first iteration, still above 5% at the end, where run A's is a few percent) "
+      "means steps far beyond the trust region.", H + "clip_first", H + "clip_normal"),
+    C("lab12", "(the KL jump to several nats after one update, or the value loss more than ten times run A's over the "
+      "first iterations)", H + "kl_jump", H + "value_loss"),
+    C("lab12", "the entropies (B's lower than A's: less exploration)", H + "sharper"),
     # ------------------------------------------------------------------ start here
     C("start", "a one-layer transformer of about 14 000 parameters", T + "test_tinylm_has_about_14000_parameters"),
     C("start", "So the SFT model adds well, but not perfectly.", "tests/test_sft.py::test_sft_adds_well_but_not_perfectly"),

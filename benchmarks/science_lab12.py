@@ -25,6 +25,12 @@ controller     the notebook's run (from the default beta, 120 iterations) hovers
                flipped (one line of its source), from the same starts.
 ptx            PPO-ptx keeps the SFT model's accuracy *and* gains RM score at a beta (0.05) where plain
                PPO (ptx off) loses the accuracy.
+health         Experiment 9's health signals: run B (learning rate HEALTH_LR) against run A (the default
+               learning rate, the control of every criterion): the clip fraction over half at the first
+               iteration and above a few percent to the end, the KL several nats after one update, the
+               value loss an order of magnitude higher over the first iterations (against a second
+               default-rate run with another seed, so that the ratio is not 1 by definition), the final
+               policy's exact entropy lower.
 
 Thresholds sit at the measured band over 5 seeds plus a stated margin (see each criterion).
 """
@@ -39,7 +45,9 @@ import torch
 from course_staff.solutions import lab_cells, load_lab
 from course_utils.evaluation import METRICS, RESPONSE_METRICS, gold_order_agreement, response_metrics
 from course_utils.reward_model import DigitRM, digit_counts
+from course_utils.response_tree import ResponseTree
 from course_utils.tinylm import TOKENS, encode_prompts, make_batch, sample, sequence_logprobs
+from course_utils.views.lab12 import exact_entropy, last_third
 from course_utils.world import N_OFFSET, Seeds, make_world
 
 from science import Criterion, Experiment
@@ -96,8 +104,8 @@ def science_seeds(s):
 
 def ppo(seed, rm="fit", controller="as given", **changes):
     """The end figures of one train_rlhf run with RLHFConfig(seed=seed, **changes) (cached), plus
-    ``kl_last_third`` (mean KL over the last third of the iterations), ``beta_end``, ``early_gold_peak``
-    and ``digit_shares`` (10,) of the final policy.
+    ``kl_last_third`` (mean KL over the last third of the iterations), ``beta_end``, ``early_gold_peak``,
+    ``digit_shares`` (10,) of the final policy, and the run's ``history`` and final ``policy`` themselves.
 
     rm: "fit" (the seed's reward model) or a control of CONTROL_RMS (each scored minus the fit's
     offset, the seed's one r_offset);
@@ -129,7 +137,8 @@ def _ppo(seed, rm, controller, changes):
     third = len(hist["kl"]) // 3
     end = {k: sum(hist[k][-LAST:]) / LAST for k in METRICS}
     return dict(end, kl_last_third=sum(hist["kl"][-third:]) / third, beta_start=cfg.beta, beta_end=hist["beta"][-1],
-                early_gold_peak=early_peak(hist["gold"]), digit_shares=digit_shares(policy, seed))
+                early_gold_peak=early_peak(hist["gold"]), digit_shares=digit_shares(policy, seed),
+                history=hist, policy=policy)
 
 
 def early_peak(gold):
@@ -413,4 +422,62 @@ PTX = Experiment("lab12.ptx", run_ptx, criteria=(
               controls=((f"ptx off (ptx_coef = 0) at beta {PTX_BETA:g}", "plain_margin"),), fmt="{:+.2f}"),
 ))
 
-EXPERIMENTS = [REWARD_MODEL, KL_PENALTY, HACK, IMPROVES, CONTROLLER, PTX]
+
+# ----------------------------------------------------------------------------- health signals
+HEALTH_LR = 1e-2          # run B's learning rate (Lab 12's Experiment 9; run A: RLHFConfig's default)
+FIRST = 10                # "the first iterations": the value loss's mean over the first FIRST
+RESEED = 100              # the value-loss ratio's control: a default-rate run with PPO seed seed + RESEED
+
+
+@functools.lru_cache(maxsize=1)
+def response_tree():
+    return ResponseTree.build()
+
+
+def first_value_loss(seed, ppo_seed):
+    """Mean value loss over a run of FIRST iterations at the default configuration, on the world of
+    ``seed`` with PPO's own draws from ``ppo_seed`` (the same figures as the first FIRST iterations of
+    a longer run: train_rlhf has no schedule)."""
+    w = world(seed)
+    hist = lab()["train_rlhf"](w.sft, w.rm, w.rm_offset, lab()["RLHFConfig"](iters=FIRST, seed=ppo_seed))[1]
+    return sum(hist["value_loss"]) / FIRST
+
+
+def run_health(seed):
+    """Experiment 9's figures of run A (the default learning rate) and run B (HEALTH_LR), per seed."""
+    runs = {"A": ppo(seed, beta=default_beta()), "B": ppo(seed, beta=default_beta(), lr=HEALTH_LR)}
+    out = {"sft_entropy": exact_entropy(response_tree(), world(seed).sft)}
+    for name, run in runs.items():
+        hist = run["history"]
+        out.update({f"{name}_clip_first": hist["clip_frac"][0], f"{name}_clip_last_third": last_third(hist, "clip_frac"),
+                    # the KL of the rollout after the first update (iteration 0's is that of the SFT model: 0)
+                    f"{name}_kl_after_one": hist["kl"][1], f"{name}_kl_last_third": last_third(hist, "kl"),
+                    f"{name}_value_loss_first": sum(hist["value_loss"][:FIRST]) / FIRST,
+                    f"{name}_entropy": exact_entropy(response_tree(), run["policy"])})
+    reseeded = first_value_loss(seed, seed + RESEED)
+    out["A2_value_loss_first"] = reseeded
+    out["value_loss_ratio"] = out["B_value_loss_first"] / out["A_value_loss_first"]
+    out["value_loss_ratio_reseeded"] = reseeded / out["A_value_loss_first"]
+    return out
+
+
+RUN_A = "run A: the default learning rate (3e-4)"
+HEALTH = Experiment("lab12.health", run_health, smoke=True, criteria=(
+    # measured: run A 0.028..0.035 ("a few percent": 3%), run B 0.067..0.172; threshold 0.05, A's band top + 0.015
+    Criterion("clip_normal", "run A: clip fraction, last third (a few percent)", "A_clip_last_third", 0.05,
+              above=False, controls=((f"run B: learning rate {HEALTH_LR:g}", "B_clip_last_third"),), fmt="{:.3f}"),
+    # measured: 0.56..0.66; run A's 0.10..0.16; threshold 0.5, the band's bottom - 0.06
+    Criterion("clip_first", "run B: clip fraction at the first iteration", "B_clip_first", 0.5,
+              controls=((RUN_A, "A_clip_first"),), fmt="{:.2f}"),
+    # measured: 5.9..11.3 nats; run A's 0.02..0.09; threshold 3, half the band's bottom
+    Criterion("kl_jump", "run B: KL to the SFT model after one update (nats)", "B_kl_after_one", 3.0,
+              controls=((RUN_A, "A_kl_after_one"),), fmt="{:.2f}"),
+    # measured: 12.8..27.5; threshold 10 ("an order of magnitude"), the band's bottom - 2.8
+    Criterion("value_loss", f"value loss over the first {FIRST} iterations / run A's", "value_loss_ratio", 10.0,
+              controls=((f"{RUN_A}, PPO seed + {RESEED}", "value_loss_ratio_reseeded"),), fmt="{:.1f}"),
+    # measured: run B 0.09..0.36 nats, run A 0.47..0.60 (the SFT model 0.78); threshold 0.42, between the bands
+    Criterion("sharper", "run B: exact entropy of the final policy (nats)", "B_entropy", 0.42, above=False,
+              controls=((RUN_A, "A_entropy"),), fmt="{:.2f}"),
+))
+
+EXPERIMENTS = [REWARD_MODEL, KL_PENALTY, HACK, IMPROVES, CONTROLLER, PTX, HEALTH]
