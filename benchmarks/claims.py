@@ -39,6 +39,7 @@ def C(where, quote, *backed_by):
 
 
 T = "tests/test_claims.py::"          # exact facts of the toy, computed by tests/test_claims.py
+H = "lab12.health."                  # Lab 12's Experiment 9 (benchmarks/science_lab12.py)
 CLAIMS = (
     # ------------------------------------------------------------------ Lab 11
     C("lab11", "so it is right about 3 times in 4 and sometimes answers with an empty response",
@@ -75,6 +76,16 @@ CLAIMS = (
       "tests/test_exact.py::test_token_level_product_is_the_sequence_level_optimum"),
     C("lab11", r"$k_3$ unbiased and quiet near $\pi_{\text{ref}}$ (Task 3)",
       "lab11.kl_estimators.unbiased", "lab11.kl_estimators.k3_quiet"),
+    C("lab11", r"The two curves cross near $T \approx 0.7$: at $T = 0.8$ one sample of $k_1$ is still about twice as "
+      r"noisy as one of $k_3$, at $T = 0.6$ $k_3$ is already about 2.7 times noisier, and at $T = 0.4$ its standard "
+      r"deviation is about $3 \cdot 10^4$ times the KL, against about 2 for $k_1$: four orders of magnitude worse.",
+      T + "test_k1_and_k3_spreads_cross_near_t_0_7", T + "test_the_k1_k3_gap_at_t_0_8_0_6_and_0_4"),
+    C("lab11", r"then the control variate $\rho - 1$ cancels part of $k_1$'s noise (most of it near $T = 1$: $k_3$'s "
+      r"spread is less than half of $k_1$'s up to $T = 1.2$).", T + "test_k3_cancels_most_of_k1s_noise_near_t1_and_part_above"),
+    C("lab11", r"$k_3$ is the better estimator only near $\pi_{\text{ref}}$ or for flatter policies.",
+      T + "test_k1_and_k3_spreads_cross_near_t_0_7", T + "test_k3_cancels_most_of_k1s_noise_near_t1_and_part_above"),
+    C("lab11", r"reads the crossover (between $T = 0.6$ and $0.8$) and the size of the gap at $T = 0.4$ (orders of "
+      r"magnitude, $k_3$ worse)", T + "test_k1_and_k3_spreads_cross_near_t_0_7", T + "test_the_k1_k3_gap_at_t_0_8_0_6_and_0_4"),
     # ------------------------------------------------------------------ Lab 12
     C("lab12", "It was trained by supervised fine-tuning (SFT) on sloppy demonstrations, so it is often right, sometimes "
       "wrong, and sometimes answers nothing at all.", T + "test_sft_is_right_about_three_times_in_four"),
@@ -84,7 +95,7 @@ CLAIMS = (
       "model's score.", "lab12.kl_penalty.hack"),
     C("lab12", "Reason: `DigitRM` is linear in the digit counts with every weight positive", "lab12.reward_model.sign"),
     C("lab12", "Once blanks are gone, the only way left to raise the RM score is to add digits, which the labeler does "
-      "not want: gold falls.", "lab12.kl_penalty.hack", "lab12.hack.spams_heaviest"),
+      "not want: gold falls.", "lab12.kl_penalty.hack", "lab12.hack.spams_heavy"),
     C("lab12", "What keeps a policy away is the KL penalty: with a larger $\\beta$, $e^{r/\\beta}$ is gentle and $\\pi^*$ "
       "stays close to $\\pi_{\\text{ref}}$, where the reward model was fitted and is right.",
       "beyond.optima.optimum_hacks", "lab12.improves.improves"),
@@ -114,8 +125,11 @@ CLAIMS = (
     C("lab12", "1. Why does the gold score first *rise*, and then fall?", "lab12.hack.rises_first", "lab12.kl_penalty.hack"),
     C("lab12", "The KL to the SFT model climbs to tens of nats and levels off there.", "lab12.hack.kl_plateau"),
     C("lab12", "Both agree, so gold rises.", "lab12.hack.rises_first"),
-    C("lab12", "Four copies of the most heavily weighted digit and no `<eos>`", "lab12.hack.spams_heaviest",
+    C("lab12", "Four copies of one heavily weighted digit and no `<eos>`", "lab12.hack.spams_heavy",
       "lab12.hack.all_malformed"),
+    C("lab12", "The policy ends up giving (nearly) one response to every prompt, four copies of one heavy digit",
+      "lab12.hack.spams_heavy", "lab12.hack.kl_plateau"),
+    C("lab12", "four highly weighted digits without `<eos>`", "lab12.hack.spams_heavy", "lab12.hack.all_malformed"),
     C("lab12", "So the KL levels off near the mean over the prompts of $-\\log \\pi_{\\text{ref}}(dddd \\mid x)$ "
       "(within a factor of 1.5: the policy is not quite a point mass, a few of its answers mix in other digits): tens "
       "of nats, because the SFT model almost never writes four equal digits, but finite", "lab12.hack.kl_plateau"),
@@ -130,7 +144,7 @@ CLAIMS = (
       "lab12.improves.fewer_malformed", "lab12.improves.improves"),
     C("lab12", "The proxy is useful as long as the policy stays close to the data it was fitted on.",
       "lab12.improves.improves", "lab12.kl_penalty.hack"),
-    C("lab12", "over the last third of training the KL hovers around its target.", "lab12.controller.reaches"),
+    C("lab12", "over the last third of training the KL hovers around its target.", "lab12.controller.hovers"),
     C("lab12", "At $\\beta = 0.05$ the penalty is too weak and the policy drifts into the reward model's blind spot.",
       "lab12.ptx.keeps_and_gains", "lab12.kl_penalty.small_kl"),
     C("lab12", "so ptx keeps the SFT model's accuracy where the weak penalty alone lets the policy drift into the "
@@ -185,6 +199,25 @@ CLAIMS = (
     C("lab12", "GAE's $\\lambda$ trades the critic's errors, which $\\lambda = 0$ inherits, for the noise of the sampled "
       "rewards, which grows towards $\\lambda = 1$.",
       "tests/test_lab12_views.py::test_critic_view_looks_up_the_exact_values_of_each_token"),
+    C("lab12", "Run A is the default configuration; run B is the same with a learning rate 33 times larger.",
+      T + "test_run_b_has_a_learning_rate_33_times_run_as"),
+    C("lab12", "Why is run B's value loss nonetheless many times larger?", H + "value_loss"),
+    C("lab12", "a few percent in run A (normal); in run B more than half at the first iteration, and still above 5% "
+      "over the table's last third", H + "clip_normal", H + "clip_first"),
+    C("lab12", "The KL to the SFT model jumps to several nats after a single update (run A settles at about half a "
+      "nat): the policy leaves the reference at once.", H + "kl_jump", "lab12.kl_penalty.small_kl"),
+    C("lab12", "The value loss is more than ten times run A's over the first ten iterations.", H + "value_loss"),
+    C("lab12", "All three warn from the start, long before anything could be read off an outcome.",
+      H + "clip_first", H + "kl_jump", H + "value_loss"),
+    C("lab12", "Run B's final policy has a lower entropy than run A's: it explores less and has collapsed further "
+      "onto a few answers.", H + "sharper"),
+    C("lab12", "The first change is the learning rate, back towards run A's $3 \\cdot 10^{-4}$, where the clip fraction "
+      "is a few percent", H + "clip_normal"),
+    C("lab12", "run B's (over half at the first iteration, still above 5% at the end, where run A's is a few percent) "
+      "means steps far beyond the trust region.", H + "clip_first", H + "clip_normal"),
+    C("lab12", "(the KL jump to several nats after one update, or the value loss more than ten times run A's over the "
+      "first iterations)", H + "kl_jump", H + "value_loss"),
+    C("lab12", "the entropies (B's lower than A's: less exploration)", H + "sharper"),
     # ------------------------------------------------------------------ start here
     C("start", "a one-layer transformer of about 14 000 parameters", T + "test_tinylm_has_about_14000_parameters"),
     C("start", "So the SFT model adds well, but not perfectly.", "tests/test_sft.py::test_sft_adds_well_but_not_perfectly"),

@@ -161,3 +161,62 @@ def test_k1_gradient_has_mean_zero():
     assert torch.allclose(g, torch.zeros(4), atol=1e-6)
     g_kl, = torch.autograd.grad((logp.exp() * (logp - ref)).sum(), logits)
     assert g_kl.abs().max() > 0.05, "the KL itself has a gradient: k1 in a loss does not follow it"
+
+
+@pytest.fixture(scope="module")
+def kl_spreads(sft):
+    """{T: (std k1 / KL, std k3 / KL)}: Lab 11's exact spread of one-sample k1 and k3 on the two-token toy,
+    as the notebook's KLEstimatorBothSides view computes it (every response enumerated)."""
+    from course_utils.views.lab11 import KLEstimatorBothSides
+
+    def kl_estimators(logp, ref_logp):                  # Lab 11's Task 3, from its definitions
+        log_ratio = logp - ref_logp
+        return log_ratio, 0.5 * log_ratio ** 2, torch.exp(-log_ratio) - 1 + log_ratio
+
+    view = KLEstimatorBothSides(sft, "7+5=", kl_estimators)
+    view._prepare()
+    return {r["T"]: (r["std"]["k1"], r["std"]["k3"]) for r in view.rows}
+
+
+def test_k1_and_k3_spreads_cross_near_t_0_7(kl_spreads):
+    """Lab 11, Question 1b: k3 is noisier than k1 below T ~ 0.7, quieter above (and on the flatter side)."""
+    k3_noisier = {t: k3 > k1 for t, (k1, k3) in kl_spreads.items()}
+    assert all(k3_noisier[t] for t in kl_spreads if t <= 0.7), {t: kl_spreads[t] for t in kl_spreads if t <= 0.7}
+    assert not any(k3_noisier[t] for t in kl_spreads if t >= 0.75), {t: kl_spreads[t] for t in kl_spreads if t >= 0.75}
+    k1, k3 = kl_spreads[0.7]
+    assert 0.8 <= k1 / k3 < 1, f"at T = 0.7 the two spreads are close (k1 / k3 = {k1 / k3:.3f})"
+
+
+def test_the_k1_k3_gap_at_t_0_8_0_6_and_0_4(kl_spreads):
+    """Lab 11, Question 1b: k1 about twice as noisy at T = 0.8; k3 about 2.7x at 0.6; at 0.4 k3's std is about
+    3e4 times the KL, k1's about 2: four orders of magnitude."""
+    ratio = {t: k1 / k3 for t, (k1, k3) in kl_spreads.items()}
+    assert 1.7 <= ratio[0.8] <= 2.2, f"std k1 / std k3 at T = 0.8: {ratio[0.8]:.2f}, not about 2"
+    assert 2.6 <= 1 / ratio[0.6] <= 2.8, f"std k3 / std k1 at T = 0.6: {1 / ratio[0.6]:.2f}, not about 2.7"
+    k1, k3 = kl_spreads[0.4]
+    assert 2.5e4 <= k3 <= 3.5e4 and 1.8 <= k1 <= 2.5, f"at T = 0.4: std/KL of k1 {k1:.3g}, of k3 {k3:.3g}"
+    assert 1e4 <= k3 / k1 < 1e5, f"k3 / k1 at T = 0.4 is {k3 / k1:.3g}, not four orders of magnitude"
+
+
+def test_k3_cancels_most_of_k1s_noise_near_t1_and_part_above(kl_spreads):
+    """Lab 11, Question 1b: for T > 1 k3's spread is below k1's everywhere, and less than half of it up to 1.2."""
+    above = {t: k3 / k1 for t, (k1, k3) in kl_spreads.items() if t > 1}
+    assert all(r < 1 for r in above.values()), above
+    assert all(r < 0.5 for t, r in above.items() if t <= 1.2), above
+    assert max(above.values()) > 0.5, "far above T = 1 the cancellation is only partial, as the answer says"
+
+
+def _lab12_code(containing):
+    from course_staff.solutions import lab_cells
+    return [src for _, src in lab_cells("lab12") if containing in src]
+
+
+def test_run_b_has_a_learning_rate_33_times_run_as():
+    """Lab 12, Experiment 9: run B is RLHFConfig(lr=1e-2), run A the default lr, 33 times smaller."""
+    import re
+    config, = _lab12_code("class RLHFConfig")
+    default = float(re.search(r"^\s*lr: float = ([0-9.e-]+)", config, re.M).group(1))
+    view, = _lab12_code("views.HealthSignals(")
+    lr_b = float(re.search(r"RLHFConfig\(lr=([0-9.e-]+)\)", view).group(1))
+    assert round(lr_b / default) == 33, (default, lr_b)
+

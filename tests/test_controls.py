@@ -6,7 +6,9 @@ figures a control would need to meet its criterion, or an untrained model's.
 A control reverted to an old form fails here: a fixed beta as the controller's control (no single KL
 is near two targets; a fixed beta "moves" 1.00x by definition), the reward model at its initial
 weights (all 0), PPO-ptx judged on accuracy alone (a policy that never trains keeps its accuracy),
-two criteria that are one fact with the roles of criterion and control swapped.
+two criteria that are one fact with the roles of criterion and control swapped, the rise of gold at
+beta 0 against an RM fit on shuffled rankings (which keeps a count component by chance), the spammed
+digits against an RM with only its heaviest weights swapped (which leaves the third heaviest in place).
 """
 
 import difflib
@@ -87,6 +89,72 @@ def test_reward_model_controls_are_fits_not_the_initial_weights(monkeypatch, sma
             assert all(abs(out[key] - u) > 1e-9 for u in untrained), (
                 f"lab12.reward_model.{c.name}: its control ({label}) scores {out[key]:.4f}, what a model at its "
                 f"initial weights scores: it fails by definition, not for want of what the fit learns")
+
+
+# ----------------------------------------------------------------------------- the hack, step by step
+@pytest.fixture
+def hack_world(monkeypatch, small_world):
+    """Lab 12's hack experiment on the small world, its control RMs built from that world's fit."""
+    import dataclasses
+    world = dataclasses.replace(small_world, start={"gold": 0.5})
+    monkeypatch.setattr(L12, "world", lambda seed: world)
+    monkeypatch.setattr(L12, "untrained_early_peak", lambda sft, seed: world.start["gold"])
+    caches = [f.cache_clear for f in L12.CONTROL_RMS.values()]
+    for clear in caches:
+        clear()
+    yield world
+    for clear in caches:
+        clear()
+
+
+def _stand_in_ppo(choose):
+    """A stand-in for PPO at beta 0: its final policy writes choose(rm) only (a digit), four at a time."""
+    def ppo(seed, rm="fit", controller="as given", **changes):
+        digit = choose(L12.reward_model(seed, rm))
+        return {"early_gold_peak": 0.0, "kl": 40.0, "malformed": 1.0,
+                "digit_shares": [float(d == digit) for d in range(10)]}
+    return ppo
+
+
+@pytest.mark.parametrize("k", [0, 1, 2], ids=["heaviest", "second", "third"])
+def test_spams_heavy_control_moves_every_heavy_digit(monkeypatch, hack_world, k):
+    """The runs settle on one of the RM's heavy digits, not always the heaviest (seed 1: the third
+    heaviest, four 2s). The control's RM must make whatever heavy digit the policy picks a light one of
+    the fit: a stand-in policy that writes the k-th heaviest digit of the RM it is trained on must then
+    fail the criterion. Swapping only the heaviest (or the two heaviest) digits with the lightest leaves
+    the third heaviest where it was, and the stand-in meets the criterion under that control."""
+    monkeypatch.setattr(L12, "ppo", _stand_in_ppo(lambda rm: int(rm.w.detach().argsort(descending=True)[k])))
+    out = L12.run_hack(0)
+    c, = [c for c in criteria("lab12.hack") if c.name == "spams_heavy"]
+    for label, key in c.controls:
+        assert not c.meets(out[key]), (
+            f"lab12.hack.spams_heavy: under its control ({label}) a policy writing that RM's digit of rank {k + 1} "
+            f"still writes a heavy digit of the fit ({c.fmt.format(out[key])}, {c.threshold_text()}): the control "
+            "does not move the heavy digits")
+
+
+def test_rises_first_control_has_no_count_component(monkeypatch, hack_world):
+    """What makes gold rise first is that the RM pays for any digit, so a blank scores lowest, as the
+    labeler says: the count component of its weights (their mean). The control's RM must carry none of it
+    and keep the rest of the fit. An RM fit on shuffled rankings keeps whatever count component chance
+    gives it (seed 2: mean weight +0.03 against weights of -0.05..+0.15; gold rose +0.13 at beta 0)."""
+    names = ["fit", *L12.CONTROL_RMS]
+    start = hack_world.start["gold"]
+    monkeypatch.setattr(L12, "ppo", lambda seed, rm="fit", **_: {           # the peak names the RM trained on
+        "early_gold_peak": start + names.index(rm), "kl": 40.0, "malformed": 1.0, "digit_shares": [0.1] * 10})
+    monkeypatch.setattr(L12, "untrained_early_peak", lambda sft, seed: start - 1)   # -1: no training
+    out = L12.run_hack(0)
+    c, = [c for c in criteria("lab12.hack") if c.name == "rises_first"]
+    fit = hack_world.rm.w.detach()
+    trained = [names[round(out[key])] for _, key in c.controls if out[key] >= 0]
+    assert trained, "rises_first needs a control trained on an RM without the count component"
+    for name in trained:
+        w = L12.reward_model(0, name).w.detach()
+        assert abs(w.mean().item()) < 1e-6 * fit.abs().mean().item(), (
+            f"lab12.hack.rises_first: its control's RM ({name!r}) keeps a count component (mean weight "
+            f"{w.mean().item():+.4f}): a blank still scores below an average answer, which is the mechanism itself")
+        assert torch.allclose(fit - w, (fit - w).mean().expand(10), atol=1e-6), (
+            f"lab12.hack.rises_first: its control's RM ({name!r}) changes more than the count component of the fit")
 
 
 # ----------------------------------------------------------------------------- PPO-ptx

@@ -1,8 +1,8 @@
 """The labs' lessons on one seed, so they cannot break silently between full `make science` runs.
 
 Runs every science experiment marked ``smoke`` (benchmarks/science_lab*.py: Lab 11's KL estimators
-and optimum, Lab 12's reward model and KL penalty; about 35 s of CPU) on seed 0, with the reference
-solution, and checks each criterion and each of its negative controls. `make science` runs all of
+and optimum, Lab 12's reward model, KL penalty and health signals; about 45 s of CPU) on seed 0, with
+the reference solution, and checks each criterion and each of its negative controls. `make science` runs all of
 them over 5 seeds.
 """
 
