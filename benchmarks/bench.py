@@ -248,6 +248,9 @@ SLIDERS = [
      "1.0", "list(view.temperatures)"),
     ("exact optimum beta (OptimumSlider)", "lab12", LAB12_SETUP, 'views.OptimumSlider(runs, prompt="7+5=")',
      "0.1", "[float(b) for b in view.betas[::2]]"),
+    ("Lab 12 critic and GAE lambda (CriticView)", "lab12", LAB12_SETUP,
+     "views.CriticView(runs, RLHFConfig(), kl_penalized_rewards, gae_per_token, ppo_rlhf_loss)",
+     "0.95", "list(__import__('course_utils.views.critic', fromlist=['LAMBDAS']).LAMBDAS)"),
 ]
 _FRESH_DRAW = """
 import json, statistics, sys, time

@@ -190,27 +190,27 @@ class CriticView(View):
                 a1.scatter(exact_v[pick], critic_v[pick], s=6, alpha=0.4, color=f"C{t}", label=f"t = {t}")
         _diagonal(a1, exact_v, critic_v)
         rms = float(np.sqrt(np.mean((critic_v - exact_v) ** 2)))
-        a1.set_title(f"learned critic against exact $V^\\pi$\n({m.sum():.0f} prefixes $y_{{<t}}$, RMS error {rms:.3f})",
-                     fontsize=10)
-        a1.set_xlabel(r"exact $V^\pi(x, y_{<t})$")
-        a1.set_ylabel(r"critic $V(x, y_{<t})$")
+        a1.set_title(f"learned critic against exact V^π\n({m.sum():.0f} prefixes y<t, RMS error {rms:.3f})",
+                     fontsize=10, y=1.0)                   # y given: no automatic title placement (slow)
+        a1.set_xlabel("exact V^π(x, y<t)")                  # plain text: mathtext's first parse is slow
+        a1.set_ylabel("critic V(x, y<t)")
         a1.legend(fontsize=8, markerscale=2)
 
         soft, exact = (v.numpy() for v in self.optimum_check)
         a2.scatter(soft, exact, s=8, alpha=0.5, color="tab:green")
         _diagonal(a2, soft, exact)
-        a2.set_title(f"at the optimum $\\pi^*$ ($\\beta$ = {self.cfg.beta:g}): $V^{{\\pi^*}}$ against\n"
-                     f"the soft value, {len(soft)} prefixes (max gap {np.abs(soft - exact).max():.1e})", fontsize=10)
+        a2.set_title(f"at the optimum π* (β = {self.cfg.beta:g}): V^π* against\n"
+                     f"the soft value, {len(soft)} prefixes (max gap {np.abs(soft - exact).max():.1e})", fontsize=10, y=1.0)
         a2.set_xlabel("soft value V(s) (the optimum's backward pass)")
-        a2.set_ylabel(r"$V^{\pi^*}(s)$ (policy evaluation)")
+        a2.set_ylabel("V^π*(s) (policy evaluation)")
 
         lams = np.array(LAMBDAS)
         a3.plot(lams, self.curves["critic"], color="tab:blue", lw=2, label="with the learned critic")
-        a3.plot(lams, self.curves["exact"], color="tab:green", lw=2, label=r"with the exact $V^\pi$")
+        a3.plot(lams, self.curves["exact"], color="tab:green", lw=2, label="with the exact V^π")
         a3.plot(lams, self.curves["share"], color="tab:blue", lw=1, ls="--",
                 label="their difference (the critic's share)")
-        a3.set_xlabel(r"GAE $\lambda$")
-        a3.set_title(r"RMS error of GAE's returns against $Q^\pi$" + "\n(over the same tokens)", fontsize=10)
+        a3.set_xlabel("GAE λ")
+        a3.set_title("RMS error of GAE's returns against Q^π\n(over the same tokens)", fontsize=10, y=1.0)
         a3.set_ylim(0, None)
         a3.legend(fontsize=8, loc="upper right")
         self.marker = a3.axvline(self.cfg.lam, color="black", lw=1)
@@ -218,9 +218,9 @@ class CriticView(View):
         exact_a = self.exact_adv[m].numpy()
         self.points = a4.scatter(exact_a, exact_a, s=6, alpha=0.4, color="tab:blue")
         _diagonal(a4, exact_a, exact_a, pad=0.6)
-        a4.set_xlabel(r"exact $A^\pi(x, y_{<t}, y_t)$")
+        a4.set_xlabel("exact A^π(x, y<t, yt)")
         a4.set_ylabel("GAE advantage (learned critic)")
-        self.scatter_title = a4.set_title(" \n ", fontsize=10)
+        self.scatter_title = a4.set_title(" \n ", fontsize=10, y=1.0)
         self.frame = FastFigure(fig, [self.marker, self.points, self.scatter_title])
 
     def update(self, lam):
@@ -236,7 +236,7 @@ class CriticView(View):
         corr = np.corrcoef(exact_a, gae_a)[0, 1]
         self._caption = (f"lambda = {lam:g}: RMS error of the returns {self._rms(lam, 'critic'):.4f} with the critic, "
                          f"{self._rms(lam, 'exact'):.4f} with the exact V^pi")
-        self.scatter_title.set_text(f"GAE($\\lambda$ = {lam:g}) advantages against exact $A^\\pi$\n"
+        self.scatter_title.set_text(f"GAE(λ = {lam:g}) advantages against exact A^π\n"
                                     f"(correlation {corr:.3f}, RMS error {np.sqrt(np.mean((gae_a - exact_a) ** 2)):.3f})")
         return self.frame.png()
 
