@@ -20,7 +20,7 @@ budget GRPO's 80 iterations cost about the CPU time of PPO's 120 (within 20%). C
     run_dpo(seed), run_grpo(seed), run_budget(seed) -> {measurement: float};  EXPERIMENTS for science.py
 
 It joins science.py's table with "science_beyond" in science.MODULES (Criterion and Experiment are
-science.py's). A seed costs about 180 s of CPU: DPO and the PPO sweep 110, GRPO 50, budget 15.
+science.py's). A seed costs about 200 s of CPU: DPO and the PPO sweep 110, GRPO 50, budget 40.
 """
 
 import dataclasses
@@ -158,18 +158,21 @@ def run_optima(seed):
 
 
 @_on_one_thread
-def run_budget(seed, reps=3, ppo_iters=30):
-    """CPU time of GRPO against PPO, per ``ppo_iters`` PPO iterations: GRPO for its share of them
-    (80/120) and, as the control, for as many. Measured in turn, ``reps`` times (medians), so that
-    both see the same load: a whole run against a whole run is at the mercy of the neighbours."""
+def run_budget(seed, reps=3, ppo_iters=None):
+    """CPU time of GRPO against PPO: whole runs (PPO's 120 iterations, GRPO's 80) and, as the
+    control, GRPO for as many iterations as PPO. Measured in turn, ``reps`` times, so that all three
+    see the same load; each cost is the fastest of its ``reps`` runs (a neighbour on the machine only
+    ever adds time). Whole runs, because a GRPO iteration's cost changes along a run: over the first
+    30 PPO iterations only, seed 4's GRPO did 30 iterations in about the time of 20."""
+    ppo_iters = ppo_iters or lab("lab12")["RLHFConfig"]().iters
     w, _ = world(seed)
     share = round(ppo_iters * GRPOConfig().iters / lab("lab12")["RLHFConfig"]().iters)
-    ratios = {"share": [], "same": []}
+    cpu = {"ppo": [], "share": [], "same": []}
     for _ in range(reps):
-        ppo = train_ppo(w, BETA, iters=ppo_iters)[1]["cpu"]
+        cpu["ppo"].append(train_ppo(w, BETA, iters=ppo_iters)[1]["cpu"])
         for key, iters in (("share", share), ("same", ppo_iters)):
-            ratios[key].append(train_grpo(w, GRPOConfig(beta=BETA, iters=iters, seed=seed))[1]["cpu"] / ppo)
-    share, same = statistics.median(ratios["share"]), statistics.median(ratios["same"])
+            cpu[key].append(train_grpo(w, GRPOConfig(beta=BETA, iters=iters, seed=seed))[1]["cpu"])
+    share, same = min(cpu["share"]) / min(cpu["ppo"]), min(cpu["same"]) / min(cpu["ppo"])
     return {"cpu_ratio": share, "budget_mismatch": abs(share - 1), "cpu_ratio_same_iters": same,
             "budget_mismatch_same_iters": abs(same - 1)}
 
@@ -215,6 +218,7 @@ OPTIMA = Experiment("beyond.optima", run_optima, criteria=(
 ))
 
 BUDGET = Experiment("beyond.budget", run_budget, criteria=(
+    # whole runs, fastest of 3, 5 seeds: 0.05-0.15 (the claim's "within 20%"); control 0.25-0.62
     Criterion("budget", "|CPU(GRPO, 80 it) / CPU(PPO, 120 it) - 1|", "budget_mismatch", 0.2, above=False,
               controls=(("GRPO for PPO's 120 iterations", "budget_mismatch_same_iters"),)),
 ))
