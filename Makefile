@@ -50,10 +50,10 @@ browser:  ## install Debian's chromium for the browser tests when it is missing
 	  else echo "chromium is missing: install it (apt-get install chromium) to run the browser tests"; fi; }
 
 test: setup browser postgres-install hub-install  ## run every test: course_utils, labs, mutants, nbgrader lifecycle, browser
-	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -rs --durations=15   # two workers, a file each, longest first (tests/conftest.py); skip reasons, the 15 slowest
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -rfEs --durations=15   # two workers, a file each, longest first (tests/conftest.py); failures, errors and skip reasons named, the 15 slowest
 
 test-fast: setup  ## the unit tests only: nothing starts nbgrader, a kernel, a venv, a browser or training
-	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow" -rs --durations=5   # both cores
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow" -rfEs --durations=5   # both cores
 
 check-config: setup  ## fail loudly if nbgrader_config.py has an error (nbgrader would only log it)
 	$(PY) -m course_staff.grading.nbgrader_plugins nbgrader_config.py
