@@ -13,7 +13,6 @@ A "rollout" is the dict returned by :func:`sample`:
 """
 
 from pathlib import Path
-import math
 import random
 
 import torch
@@ -128,30 +127,18 @@ def extending(cache):
     return attend
 
 
-def _layout(d_model, n_layers):
-    """{weight name: shape} of a TinyLM, in the order of its flat weight vector (the names and shapes
-    of the familiar per-module checkpoint: ``tok.weight``, ``blocks.0.qkv.weight``, ...)."""
-    V, d = VOCAB_SIZE, d_model
-    shapes = {"tok.weight": (V, d), "pos.weight": (MAX_LEN, d)}
-    for i in range(n_layers):
-        b = f"blocks.{i}."
-        shapes |= {b + "ln1.weight": (d,), b + "ln1.bias": (d,), b + "qkv.weight": (3 * d, d), b + "qkv.bias": (3 * d,),
-                   b + "proj.weight": (d, d), b + "proj.bias": (d,), b + "ln2.weight": (d,), b + "ln2.bias": (d,),
-                   b + "mlp.0.weight": (4 * d, d), b + "mlp.0.bias": (4 * d,),
-                   b + "mlp.2.weight": (d, 4 * d), b + "mlp.2.bias": (d,)}
-    return shapes | {"ln_f.weight": (d,), "ln_f.bias": (d,), "head.weight": (V, d), "head.bias": (V,)}
-
-
-def _initial_weights(d_model, n_heads, n_layers):
-    """The flat vector of a fresh TinyLM: PyTorch's default initialization of each layer (embeddings
-    N(0, 1), linear layers uniform, LayerNorm 1 and 0), drawn in the layers' order."""
-    d = d_model
-    layers = [nn.Embedding(VOCAB_SIZE, d), nn.Embedding(MAX_LEN, d)]
-    for _ in range(n_layers):
-        layers += [nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d), nn.LayerNorm(d),
-                   nn.Linear(d, 4 * d), nn.Linear(4 * d, d)]
-    layers += [nn.LayerNorm(d), nn.Linear(d, VOCAB_SIZE)]
-    return torch.cat([p.detach().flatten() for layer in layers for p in layer.parameters()])
+def _layers(d_model, n_layers):
+    """The layers of a fresh TinyLM as the familiar module tree (``tok``, ``pos``, ``blocks.i.{ln1, qkv,
+    proj, ln2, mlp}``, ``ln_f``, ``head``) with PyTorch's default initialization (embeddings N(0, 1),
+    linear layers uniform, LayerNorm 1 and 0). Its ``named_parameters()`` are the one source of the
+    weights' names, shapes, order and initial values; ``TinyLM`` keeps them in one flat vector."""
+    d, V = d_model, VOCAB_SIZE
+    block_layers = lambda: nn.ModuleDict({"ln1": nn.LayerNorm(d), "qkv": nn.Linear(d, 3 * d), "proj": nn.Linear(d, d),
+                                          "ln2": nn.LayerNorm(d),
+                                          "mlp": nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))})
+    return nn.ModuleDict({"tok": nn.Embedding(V, d), "pos": nn.Embedding(MAX_LEN, d),
+                          "blocks": nn.ModuleList([block_layers() for _ in range(n_layers)]),
+                          "ln_f": nn.LayerNorm(d), "head": nn.Linear(d, V)})
 
 
 def block(x, w, b, n_heads, attention=causal_attention, last=None):
@@ -192,9 +179,10 @@ class TinyLM(nn.Module):
     def __init__(self, d_model=32, n_heads=4, n_layers=1):
         super().__init__()
         self.d_model, self.n_heads, self.n_layers = d_model, n_heads, n_layers
-        self.shapes = _layout(d_model, n_layers)
-        self.sizes = [math.prod(s) for s in self.shapes.values()]
-        self.weights = nn.Parameter(_initial_weights(d_model, n_heads, n_layers))
+        layers = dict(_layers(d_model, n_layers).named_parameters())
+        self.shapes = {name: tuple(p.shape) for name, p in layers.items()}
+        self.sizes = [p.numel() for p in layers.values()]
+        self.weights = nn.Parameter(torch.cat([p.detach().flatten() for p in layers.values()]))
         self.register_state_dict_post_hook(_named_state)
         self.register_load_state_dict_pre_hook(_pack_named_state)
 
