@@ -141,7 +141,7 @@ class TiltedOptimum:
 
     columns = ("reward",) + FEATURES
 
-    def __init__(self, tree, ref_logp, rewards):
+    def __init__(self, tree, ref_logp, rewards, chunk=10):
         self.seq_ref = complete_only(path_logprobs(ref_logp))                         # (P, N)
         self.seq_rewards = complete_only(rewards)                                     # (P, N)
         P = self.seq_ref.shape[0]
@@ -151,11 +151,14 @@ class TiltedOptimum:
         else:
             levels, which = torch.unique(self.seq_rewards, return_inverse=True)       # (G,), (P, N)
         G = len(levels)
-        ref = self.seq_ref.exp()
-        mass = ref.new_zeros(P, G).scatter_add_(1, which, ref)                         # pi_ref(level)
-        feats = complete_only(tree.features)                                          # (P, N, 4)
-        weighted = ref.new_zeros(P, G, feats.shape[-1]).scatter_add_(
-            1, which[..., None].expand_as(feats), ref[..., None] * feats)
+        mass = self.seq_ref.new_zeros(P, G)                                           # pi_ref(level)
+        weighted = self.seq_ref.new_zeros(P, G, len(FEATURES))                        # sum of pi_ref * features
+        for start in range(0, P, chunk):              # a few prompts at a time: no (P, N, 4) temporaries
+            rows = slice(start, start + chunk)
+            ref = self.seq_ref[rows].exp()                                            # (c, N)
+            feats = complete_only([f[rows] for f in tree.features])                   # (c, N, 4)
+            mass[rows].scatter_add_(1, which[rows], ref)
+            weighted[rows].scatter_add_(1, which[rows, :, None].expand_as(feats), ref[..., None] * feats)
         self.levels = levels                                                          # (G,)
         self.log_mass = mass.log()                                                    # (P, G), -inf if empty
         means = weighted / mass.clamp_min(1e-300)[..., None]                          # E_ref[f | level]
