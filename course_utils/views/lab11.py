@@ -21,11 +21,10 @@ An unfinished task raises its NotImplementedError inside the notebook's ``with n
 
 import numpy as np
 import torch
-from matplotlib.figure import Figure
 
 from course_utils.tinylm import TOKENS, VOCAB_SIZE, _allowed_logits, decode_responses, sample
 from course_utils.twotoken import joint, two_token_logits, two_token_policy
-from course_utils.views.base import FastFigure, View, figure_png, show_slider
+from course_utils.views.base import FastFigure, Figure, View, figure_png, show_slider
 
 LABELS = [t.strip("<>") for t in TOKENS]        # short tick labels: 0..9 + = bos eos pad
 DPI = 72

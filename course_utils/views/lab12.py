@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullLocator
 
 from course_utils.evaluation import METRICS, gold_order_agreement
 from course_utils.labeler import ranked_data
@@ -195,6 +194,8 @@ def _label(beta):
 
 def _kl_log_scale(ax, top):
     """Small and large KLs on one axis: linear up to 1 nat, logarithmic above."""
+    from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullLocator
+
     ax.set_yscale("symlog", linthresh=1.0, linscale=1.5)
     ax.yaxis.set_major_locator(FixedLocator([t for t in (0, 0.5, 1, 3, 10, 30, 100) if t <= top * 1.2]))
     ax.yaxis.set_minor_locator(NullLocator())

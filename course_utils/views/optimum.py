@@ -12,12 +12,11 @@ the optimum solved on that tree (course_utils.tree_optimum), no sampling. The vi
 import math
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from course_utils.response_tree import ResponseTree
 from course_utils.tree_optimum import TiltedOptimum, exact_optimum, policy_stats
 from course_utils.runs import SWEEP_BETAS
-from course_utils.views.base import FastFigure, PngFigure, View, show_slider
+from course_utils.views.base import FastFigure, Figure, PngFigure, View, log_axis, show_slider
 
 BETA_ZERO = 1e-3    # beta = 0 (no KL penalty) is shown at this beta: its optimum is the RM's argmax
 
@@ -165,11 +164,12 @@ class OptimumSlider(View):
                 ax.plot(self.betas, self.curves["acc"], color=color, ls=":", label="accuracy of π*")
                 ax.set_ylim(-1.05, 1.05)
             if key == "kl":
-                ax.set_yscale("log")
-                ax.set_ylim(max(self.curves["kl"].min(), 1e-4) / 2, self.curves["kl"].max() * 2)
+                low, high = max(self.curves["kl"].min(), 1e-4) / 2, self.curves["kl"].max() * 2
+                log_axis(ax, "y", [10.0 ** e for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)])
+                ax.set_ylim(low, high)
             else:
                 ax.axhline(self.sft[key], color="gray", ls="--", lw=1, label="SFT model")
-            ax.set_xscale("log")
+            log_axis(ax, "x", [10.0 ** e for e in range(round(math.log10(self.betas[0])), round(math.log10(self.betas[-1])) + 1)])
             ax.set_xlabel("β")
             ax.set_title(title, fontsize=10, y=1.0)     # y given: no automatic title placement (slow)
             ax.legend(fontsize=8, loc="best")
