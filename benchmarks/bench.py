@@ -53,6 +53,7 @@ MEASURED = {"bench.json": ["benchmarks/bench.py", "course_utils", "course_staff"
                            "source/lab12/lab12.ipynb", "notebooks/beyond_ppo.ipynb", "nbgrader_config.py"],
             "make_test.json": ["benchmarks/bench.py", "course_utils", "course_staff", "tests", "source",
                                "notebooks", "Makefile", ".ci/run", "pyproject.toml", "environment.yml"]}
+MEASURING_MAKE_TEST = "COURSE_MEASURING_MAKE_TEST"    # set in the suite that --make-test times
 _KERNEL_PEAK_MIB = []          # peak memory of each kernel that a Run All measurement started
 PEAKS = {}                     # {what: peak resident memory in MiB}
 
@@ -226,7 +227,10 @@ def bench_exact(report, repeats, ctx):
 # figure or response tree from an earlier measurement. The later moves are timed in the same process.
 # Lab 12's runs come from a stand-in for train_rlhf that hands back the SFT model and the reference
 # history of the same beta: the sliders draw runs, they do not train them (training is timed above).
+# The views import matplotlib with their first figure; in Lab 12 the explore cells above the sliders
+# have drawn figures by then (Lab 11's setup cells draw one), so the set-up imports it too.
 LAB12_SETUP = """
+import matplotlib.figure
 from course_utils.views.lab12 import load_reference_curves
 runs.fit_reward_model(train_reward_model)
 _reference = load_reference_curves()["runs"]
@@ -453,6 +457,7 @@ def bench_make_test(report):
     environment set-up, browser and PostgreSQL checks and the whole suite. The note quotes pytest's
     summary line."""
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "MAKEFLAGS", "MAKELEVEL")}
+    env[MEASURING_MAKE_TEST] = "1"      # the clone's make_test.json is the one this run replaces: stale by design
     ours = str(Path(sys.executable).parent)                 # this venv must not stand in for the clone's
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != ours)
     with tempfile.TemporaryDirectory() as tmp:
