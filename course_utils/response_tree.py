@@ -76,7 +76,17 @@ class ResponseTree:
         self.P = len(self.prompts)
         self.chunk = chunk                                      # prompts per batched pass (memory)
         self._resp, self._mask = _all_responses()
-        self.features = self._score_by_sum(_features)
+        self._sum_features, self._sum_of = self._score_by_sum(_features)
+
+    @functools.cached_property
+    def features(self):
+        """FEATURES of every complete response, tree tensors (P, S_d, 13, 4) (see the class docstring)."""
+        return self.features_of(slice(None))
+
+    def features_of(self, rows):
+        """``features`` of the prompts ``rows`` only (a slice or index tensor): what a loop over a few
+        prompts at a time reads, without the tensors of all P prompts (72 MB for the 100)."""
+        return [t[self._sum_of[rows]] for t in self._sum_features]
 
     @classmethod
     def build(cls, prompts=None):
@@ -128,10 +138,11 @@ class ResponseTree:
 
     def _score_by_sum(self, fn):
         """``score(fn)`` for an ``fn`` that reads a prompt only through its answer a + b, as the
-        labeler does: computed once per distinct sum (at most 19 prompts instead of 100)."""
+        labeler does: computed once per distinct sum (at most 19 prompts instead of 100). Returns the
+        tree tensors of the sums and each prompt's row among them: score(fn)[d] == t[d][which]."""
         sums, which = torch.unique(self.prompt_ids[:, 1] + self.prompt_ids[:, 3], return_inverse=True)
         first = [int((which == i).nonzero()[0]) for i in range(len(sums))]      # a prompt per sum
-        return [t[which] for t in self.score(fn, self.prompt_ids[first])]
+        return self.score(fn, self.prompt_ids[first]), which
 
     @torch.no_grad()
     def rm_rewards(self, rm, rm_offset=0.0):

@@ -156,7 +156,7 @@ class TiltedOptimum:
         for start in range(0, P, chunk):              # a few prompts at a time: no (P, N, 4) temporaries
             rows = slice(start, start + chunk)
             ref = self.seq_ref[rows].exp()                                            # (c, N)
-            feats = complete_only([f[rows] for f in tree.features])                   # (c, N, 4)
+            feats = complete_only(tree.features_of(rows))                             # (c, N, 4)
             mass[rows].scatter_add_(1, which[rows], ref)
             weighted[rows].scatter_add_(1, which[rows, :, None].expand_as(feats), ref[..., None] * feats)
         self.levels = levels                                                          # (G,)

@@ -172,7 +172,7 @@ class OptimumSlider(View):
             log_axis(ax, "x", [10.0 ** e for e in range(round(math.log10(self.betas[0])), round(math.log10(self.betas[-1])) + 1)])
             ax.set_xlabel("β")
             ax.set_title(title, fontsize=10, y=1.0)     # y given: no automatic title placement (slow)
-            ax.legend(fontsize=8, loc="best")
+            ax.legend(fontsize=8, loc="lower right" if key == "gold" else "upper right")   # "best" searches (slow)
             self.moving.append(ax.plot([], [], "o", color="k", ms=7)[0])
         self.keys = [k for k, _, _ in spec]
         ax = self.bar_ax = axes[3]
