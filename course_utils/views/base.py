@@ -98,9 +98,9 @@ class FastFigure:
     """
 
     def __init__(self, fig, dynamic):
-        self.fig, self.dynamic = fig, list(dynamic)
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+        self.fig, self.dynamic = fig, list(dynamic)
         for artist in self.dynamic:
             artist.set_animated(True)           # left out of the background
         self.canvas = FigureCanvasAgg(fig)
@@ -116,13 +116,14 @@ class FastFigure:
         return canvas_png(self.canvas)
 
 
-def log_axis(ax, which, ticks):
-    """Make the ``which`` ("x" or "y") axis of ``ax`` logarithmic, with major ticks at ``ticks`` labelled
-    in plain text ("0.01", "10") and no minor ticks: the default log axis makes dozens of minor ticks
-    and labels each major one in mathtext, which costs most of a slider's first draw in a fresh kernel."""
+def log_axis(ax, which, ticks, scale="log", **scale_args):
+    """Make the ``which`` ("x" or "y") axis of ``ax`` logarithmic (``scale="symlog"``: linear near 0),
+    with major ticks at ``ticks`` labelled in plain text ("0.01", "10") and no minor ticks: the default
+    log axis makes dozens of minor ticks and labels each major one in mathtext, which costs most of a
+    slider's first draw in a fresh kernel."""
     from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullLocator
 
-    getattr(ax, f"set_{which}scale")("log")
+    getattr(ax, f"set_{which}scale")(scale, **scale_args)
     axis = getattr(ax, f"{which}axis")
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_minor_locator(NullLocator())

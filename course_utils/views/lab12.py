@@ -28,7 +28,7 @@ from course_utils.response_tree import FEATURES, ResponseTree, complete_only, re
 from course_utils.runs import SWEEP_BETAS, RunCache
 from course_utils.runtime import progress
 from course_utils.tinylm import DIGITS, TOKENS, decode_responses, make_batch, sample
-from course_utils.views.base import FastFigure, PngFigure, View, show_slider
+from course_utils.views.base import FastFigure, PngFigure, View, log_axis, show_slider
 from course_utils.views.optimum import OptimumComparison, OptimumSlider
 from course_utils.views.critic import CriticView
 from course_utils.views.length import LossWeights
@@ -194,12 +194,7 @@ def _label(beta):
 
 def _kl_log_scale(ax, top):
     """Small and large KLs on one axis: linear up to 1 nat, logarithmic above."""
-    from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullLocator
-
-    ax.set_yscale("symlog", linthresh=1.0, linscale=1.5)
-    ax.yaxis.set_major_locator(FixedLocator([t for t in (0, 0.5, 1, 3, 10, 30, 100) if t <= top * 1.2]))
-    ax.yaxis.set_minor_locator(NullLocator())
-    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    log_axis(ax, "y", [t for t in (0, 0.5, 1, 3, 10, 30, 100) if t <= top * 1.2], "symlog", linthresh=1.0, linscale=1.5)
     ax.set_ylim(-0.05, top * 1.3)
     ax.set_title("KL to the SFT model (nats, log scale above 1)", fontsize=10)
 

@@ -21,6 +21,11 @@ from course_utils.views.base import FastFigure, Figure, PngFigure, View, log_axi
 BETA_ZERO = 1e-3    # beta = 0 (no KL penalty) is shown at this beta: its optimum is the RM's argmax
 
 
+def _decades(low, high):
+    """The powers of ten from below ``low`` to above ``high``: a log axis's ticks."""
+    return [10.0 ** e for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)]
+
+
 def _policy(entry):
     """A sweep entry may be the policy, or a (policy, history) pair as train_rlhf returns it."""
     return entry[0] if isinstance(entry, (tuple, list)) else entry
@@ -165,11 +170,11 @@ class OptimumSlider(View):
                 ax.set_ylim(-1.05, 1.05)
             if key == "kl":
                 low, high = max(self.curves["kl"].min(), 1e-4) / 2, self.curves["kl"].max() * 2
-                log_axis(ax, "y", [10.0 ** e for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)])
+                log_axis(ax, "y", _decades(low, high))
                 ax.set_ylim(low, high)
             else:
                 ax.axhline(self.sft[key], color="gray", ls="--", lw=1, label="SFT model")
-            log_axis(ax, "x", [10.0 ** e for e in range(round(math.log10(self.betas[0])), round(math.log10(self.betas[-1])) + 1)])
+            log_axis(ax, "x", _decades(self.betas[0], self.betas[-1]))
             ax.set_xlabel("β")
             ax.set_title(title, fontsize=10, y=1.0)     # y given: no automatic title placement (slow)
             ax.legend(fontsize=8, loc="lower right" if key == "gold" else "upper right")   # "best" searches (slow)
