@@ -52,6 +52,9 @@ try:
     c.Execute.timeout = CELL_LIMIT_S
     c.Execute.interrupt_on_timeout = True
     c.Execute.shutdown_kernel = "immediate"   # a kernel that imported torch is slow to exit politely
+    # ... and its client polls in short slices: on a busy machine a missed zmq wake-up would otherwise
+    #     hold a finished cell until its time limit (course_utils/kernel_client.py)
+    c.Execute.kernel_manager_class = "course_utils.kernel_client.SteadyKernelManager"
     c.OverwriteCells.add_missing_cells = True
     # ... and the log names the student whose read-only cells were edited, but stays quiet about
     #     test cells that only lack their hidden tests (every honest submission)

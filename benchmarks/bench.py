@@ -344,10 +344,12 @@ def _execute(nb, cwd, env_extra=None, timeout=300, limit=900):
 
     from nbclient import NotebookClient
 
+    from course_utils.kernel_client import SteadyKernelManager
+
     env = {k: v for k, v in os.environ.items() if k != "NBGRADER_EXECUTION"}
     env.update(env_extra or {})
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False,
-                            resources={"metadata": {"path": str(cwd)}})
+                            kernel_manager_class=SteadyKernelManager, resources={"metadata": {"path": str(cwd)}})
     previous = signal.signal(signal.SIGALRM, _overtime)
     signal.alarm(limit)
     try:

@@ -122,11 +122,13 @@ def run(path, grading=True):
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
 
+    from course_utils.kernel_client import SteadyKernelManager
+
     nb = nbformat.read(str(path), as_version=4)
     errors = {}
     client = NotebookClient(
         nb, timeout=CELL_LIMIT_S if grading else None, startup_timeout=START_LIMIT_S, kernel_name="python3",
-        allow_errors=True, interrupt_on_timeout=True,
+        kernel_manager_class=SteadyKernelManager, allow_errors=True, interrupt_on_timeout=True,
         resources={"metadata": {"path": str(Path(path).parent)}},
         on_cell_error=lambda cell, cell_index, execute_reply: errors.update({cell_index: execute_reply["content"]}))
     with _grading_env(grading):

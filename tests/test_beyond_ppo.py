@@ -173,10 +173,12 @@ def test_notebook_is_staff_only_and_saved_without_outputs():
 def test_notebook_runs_top_to_bottom():
     import nbformat
     from nbclient import NotebookClient
+
+    from course_utils.kernel_client import SteadyKernelManager
     assert R.load_cache() is not None, "the cache is out of date: the notebook would train for minutes"
     nb = nbformat.read(NOTEBOOK, as_version=4)
     t0 = time.perf_counter()
-    NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
+    NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", kernel_manager_class=SteadyKernelManager,
                    resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
     seconds = time.perf_counter() - t0
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]

@@ -12,6 +12,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from course_utils.kernel_client import SteadyKernelManager
+
 import harness as h
 from lab_tables import table
 
@@ -52,7 +54,7 @@ def reference_run(request, tmp_path_factory):
     nb.cells.append(nbformat.v4.new_code_cell("\n".join(
         f"_v = {f}()\nprint({n!r}, repr(float(_v)) if isinstance(_v, (int, float)) else repr(set(_v)))"
         for n, f in functions.items())))
-    NotebookClient(nb, timeout=600, kernel_name="python3",
+    NotebookClient(nb, timeout=600, kernel_name="python3", kernel_manager_class=SteadyKernelManager,
                    resources={"metadata": {"path": str(tmp_path_factory.mktemp(lab))}}).execute()
     answers = {}
     for line in nb.cells[-1].outputs[0]["text"].splitlines():

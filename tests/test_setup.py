@@ -110,8 +110,10 @@ def test_start_here_runs(tmp_path):
     import nbformat
     from nbclient import NotebookClient
 
+    from course_utils.kernel_client import SteadyKernelManager
+
     nb = nbformat.read(START_HERE, as_version=4)
-    NotebookClient(nb, timeout=60, kernel_name="python3",
+    NotebookClient(nb, timeout=60, kernel_name="python3", kernel_manager_class=SteadyKernelManager,
                    resources={"metadata": {"path": str(START_HERE.parent)}}).execute()
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "All set." in text and "As expected." in text
