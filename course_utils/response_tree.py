@@ -76,7 +76,6 @@ class ResponseTree:
         self.P = len(self.prompts)
         self.chunk = chunk                                      # prompts per batched pass (memory)
         self._resp, self._mask = _all_responses()
-        self._sum_features, self._sum_of = self._score_by_sum(_features)
 
     @functools.cached_property
     def features(self):
@@ -86,7 +85,14 @@ class ResponseTree:
     def features_of(self, rows):
         """``features`` of the prompts ``rows`` only (a slice or index tensor): what a loop over a few
         prompts at a time reads, without the tensors of all P prompts (72 MB for the 100)."""
-        return [t[self._sum_of[rows]] for t in self._sum_features]
+        by_sum, row_of = self._features_by_sum
+        return [t[row_of[rows]] for t in by_sum]
+
+    @functools.cached_property
+    def _features_by_sum(self):
+        """The labeler's features per distinct answer sum, scored on first use: a view that reads only
+        log-probs and rewards (the critic's) never pays for them."""
+        return self._score_by_sum(_features)
 
     @classmethod
     def build(cls, prompts=None):

@@ -100,14 +100,16 @@ def fit_critic(policy, ref, rm, rm_offset, cfg, kl_penalized_rewards, gae_per_to
         prompts, _ = make_batch(cfg.batch, gen)
         out = sample(policy, prompts)
         mask = out["mask"]
+        values = critic(out)                    # the first step's forward; its values (a copy) feed GAE too
         with torch.no_grad():
             old_logp, ref_logp = sequence_logprobs(policy, out), sequence_logprobs(ref, out)
             score = rm(digit_counts(out)) - rm_offset
             rewards = kl_penalized_rewards(old_logp, ref_logp, score, mask, cfg.beta)
-            adv, ret = gae_per_token(rewards, critic(out), mask, 1.0, cfg.lam)
+            adv, ret = gae_per_token(rewards, values.detach().clone(), mask, 1.0, cfg.lam)
             adv = masked_whiten(adv, mask)
-        for _ in range(cfg.epochs):
-            loss, _ = ppo_rlhf_loss(old_logp, old_logp, critic(out), adv, ret, mask, cfg.clip_eps, cfg.vf_coef)
+        for epoch in range(cfg.epochs):
+            values = values if epoch == 0 else critic(out)
+            loss, _ = ppo_rlhf_loss(old_logp, old_logp, values, adv, ret, mask, cfg.clip_eps, cfg.vf_coef)
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(list(critic.parameters()), 1.0)
