@@ -8,6 +8,7 @@ course's channel returns the message after one slice.
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 from queue import Empty
 
 import pytest
@@ -43,8 +44,11 @@ def channel(cls, message=MESSAGE):
 
 
 def elapsed(coroutine, limit=None):
+    """(result, seconds) of the coroutine, run in an event loop of its own thread: an earlier test in
+    this worker may have left a loop running in the main thread, where asyncio.run refuses to start."""
     t = time.monotonic()
-    result = asyncio.run(coroutine if limit is None else asyncio.wait_for(coroutine, limit))
+    with ThreadPoolExecutor(1) as thread:
+        result = thread.submit(asyncio.run, coroutine if limit is None else asyncio.wait_for(coroutine, limit)).result()
     return result, time.monotonic() - t
 
 
