@@ -11,6 +11,7 @@ STAMP  := $(VENV)/.installed
 LABS   := $(foreach d,$(wildcard source/*),$(if $(wildcard $(d)/$(notdir $(d)).ipynb),$(notdir $(d))))
 LAB    ?= lab11
 PORT   ?= 8888
+ROSTER ?= $(wildcard roster.csv)
 JOBS   ?= 1
 SHARD  ?= 1/1
 PGDIR  := .postgres
@@ -70,9 +71,11 @@ autograde: check-config  ## TA: grade what is collected and not graded yet (LAB=
 feedback: check-config  ## TA: write feedback HTML for every autograded submission (LAB=...)
 	$(BIN)/nbgrader generate_feedback $(LAB)
 
-grades: check-config  ## TA: every grade to grades.csv, per check cell to grades_by_task_<lab>.csv
+grades: check-config  ## TA: grades.csv, grades_by_task_<lab>.csv, and with ROSTER=<LMS export> the LMS import file
 	$(BIN)/nbgrader export --to grades.csv
 	$(PY) -m course_staff.grading.task_grades
+	@$(if $(ROSTER),$(PY) -m course_staff.grading.lms_export "$(ROSTER)" $(if $(KEY),--key "$(KEY)"),\
+	  echo "No roster: for Canvas or Moodle, run make grades ROSTER=<the gradebook CSV exported from the LMS> (docs/ta_guide.md)")
 
 clear-manual: check-config  ## TA: drop STUDENT's manual scores in LAB (a resubmission counts)
 	$(PY) -m course_staff.grading.manual_scores clear $(LAB) $(STUDENT)
@@ -117,4 +120,4 @@ sft: setup  ## rebuild the shipped SFT checkpoint (deterministic, a few seconds)
 
 clean:  ## remove grading products (keeps .venv)
 	rm -rf submitted autograded feedback exchange gradebook.db grades.csv artifacts .pytest_cache
-	rm -f grades_by_task_*.csv
+	rm -f grades_by_task_*.csv grades_canvas.csv grades_moodle.csv lms_report.txt
