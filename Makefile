@@ -61,6 +61,7 @@ check-config: setup  ## fail loudly if nbgrader_config.py has an error (nbgrader
 
 release: check-config  ## regenerate release/ from source/ (run after editing a lab)
 	for lab in $(LABS); do $(BIN)/nbgrader generate_assignment $$lab --force --create; done
+	$(PY) -m course_staff.edition.lab_cells    # the labs' cell ids, for students' pre-submission check
 
 record: check-config  ## TA, once per term: record the labs in the gradebook (release/ untouched)
 	$(PY) -m course_staff.grading.class_grading record $(LABS)

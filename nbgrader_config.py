@@ -18,7 +18,8 @@ try:
     from course_staff.grading.late_policy import LatePolicy
     from course_staff.grading.manual_scores import ReportManualScores
     from course_staff.grading.nbgrader_plugins import (ClearWidgetState, FlagTampering, FlagWrittenAnswers,
-                                              HideTestCode, RestoreReadOnlyCells, SurviveKernelDeath)
+                                              HideTestCode, ReportNotebookProblems, RestoreReadOnlyCells,
+                                              SurviveKernelDeath)
     from course_utils.selfcheck import CELL_LIMIT_S    # students' `make check` applies the same limit
 
     c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
@@ -58,7 +59,9 @@ try:
     c.OverwriteCells.add_missing_cells = True
     # ... and the log names the student whose read-only cells were edited, but stays quiet about
     #     test cells that only lack their hidden tests (every honest submission)
-    c.Autograde.sanitize_preprocessors = [pp.ClearOutput, pp.DeduplicateIds, pp.OverwriteKernelspec,
+    # ... and what is wrong with the file itself (a pasted cell, metadata gone, input(), ...) is one
+    #     line about the student in the log and a note atop the feedback (ReportNotebookProblems)
+    c.Autograde.sanitize_preprocessors = [ReportNotebookProblems, pp.ClearOutput, pp.DeduplicateIds, pp.OverwriteKernelspec,
                                           RestoreReadOnlyCells, pp.CheckCellMetadata]
     # a cell that kills the kernel (os._exit) fails like any other cell, the rest is still graded;
     # a notebook that rebinds the checks or patches torch/numpy/math is held at 0 for review; every

@@ -11,6 +11,11 @@ FlagTampering     -- autograde: a notebook whose cells rebind the checks (``asse
                      or patch a module (``torch.allclose = ...``) is held at 0 for a TA's review.
 FlagWrittenAnswers -- autograde: every written answer waits for a TA ("needs manual grade"), a
                      blank one included (it keeps the 0 that nbgrader gives it).
+ReportNotebookProblems -- autograde, first: what is wrong with the submitted file (a pasted cell, a
+                     deleted or edited read-only cell, metadata gone, input(), huge outputs, another
+                     kernel: course_utils.notebook_problems, what students' `make check` says) as one
+                     NOTEBOOK_PROBLEM line about the student in the log and a note at the top of the
+                     graded notebook, which the feedback shows.
 RestoreReadOnlyCells -- autograde: nbgrader's OverwriteCells, quiet about the test cells students
                      get without their hidden tests; a real edit of a read-only cell is logged
                      under TAMPER_ALARM with the student's name.
@@ -36,6 +41,7 @@ from course_staff.course import WITHHELD, config, is_grade, is_locked, is_soluti
 KERNEL_DIED = ("KernelDied", "the kernel died while running this cell (os._exit, a crash or out of "
                "memory); it was skipped, the kernel restarted and the cells above it were run again")
 TAMPER_ALARM = "TAMPERING?"      # starts every log line about a submission that may cheat: grep for it
+NOTEBOOK_PROBLEM = "NOTEBOOK PROBLEM"   # starts the log line about a submitted file's problems
 
 
 class ClearWidgetState(NbGraderPreprocessor):
@@ -287,6 +293,101 @@ class FlagWrittenAnswers(NbGraderPreprocessor):
         return nb, resources
 
 
+class ReportNotebookProblems(NbGraderPreprocessor):
+    """Autograde, the first sanitize step (before outputs are cleared and duplicate ids dropped): the
+    problems ``course_utils.notebook_problems`` finds in the submitted file, logged as one line per
+    student and put at the top of the graded notebook as a markdown cell (no nbgrader metadata, so
+    it grades nothing), which the feedback shows with each problem's repair.
+
+    Two problems that make nbgrader 0.9 fail the whole notebook with a KeyError are repaired first,
+    so that the student's work is graded: a pasted cell (two cells with one grade id: the copy that
+    holds the student's work keeps the id, see ``keep_one_copy``) and a notebook whose nbgrader
+    metadata an editor dropped (given back from the release, see ``restore_metadata``)."""
+
+    def preprocess(self, nb, resources):
+        from course_utils.notebook_problems import problems
+
+        info = resources["nbgrader"]
+        found = problems(f"{info['notebook']}.ipynb", nb=nb)
+        if not found:
+            return nb, resources
+        done = []
+        if any(p.fatal for p in found):          # the metadata is gone
+            release = self._release(info)
+            if release is not None:
+                unplaced = restore_metadata(nb, release)
+                done.append("the metadata was given back from the release to grade it" +
+                            (f" (no cell found for {', '.join(unplaced)}: scored 0)" if unplaced else ""))
+        if keep_one_copy(nb):
+            done.append("only one copy of each pasted cell was graded")
+        self.log.warning("%s %s / %s: %s", NOTEBOOK_PROBLEM, info["student"], info["assignment"],
+                         "; ".join([p.what for p in found] + done))
+        note = ("**Problems the graders found in this notebook** (fix them before you submit again):\n\n"
+                + "\n".join(f"- {p.what}: {p.repair}." for p in found)
+                + "".join(f"\n\n(Graded anyway: {d}.)" for d in done))
+        nb.cells.insert(0, nbformat.v4.new_markdown_cell(note))
+        return nb, resources
+
+    def _release(self, info):
+        from pathlib import Path
+
+        course = self.config.CourseDirectory
+        root = Path(course.get("root") or ".")
+        path = root / (course.get("release_directory") or "release") / info["assignment"] / f"{info['notebook']}.ipynb"
+        return nbformat.read(str(path), as_version=4) if path.exists() else None
+
+
+def keep_one_copy(nb):
+    """Leave the nbgrader metadata on one cell per grade id: the last copy, as nbgrader grades it, unless
+    that one is still the release's (its checksum unchanged) and an earlier copy is not. The other
+    copies stay as plain cells. Returns the grade ids that had copies."""
+    copies = {}
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if gid:
+            copies.setdefault(gid, []).append(cell)
+    pasted = [gid for gid, cells in copies.items() if len(cells) > 1]
+    for gid in pasted:
+        cells = copies[gid]
+        changed = [c for c in cells if c.metadata.nbgrader.get("checksum") != utils.compute_checksum(c)]
+        keep = changed[-1] if is_solution(cells[-1]) and changed and cells[-1] not in changed else cells[-1]
+        for cell in cells:
+            if cell is not keep:
+                cell.metadata.pop("nbgrader")
+    return pasted
+
+
+def restore_metadata(nb, release):
+    """Give the cells of a notebook that lost its nbgrader metadata the metadata of the release's
+    cells they are: each read-only cell by its text (the first cell, after the one matched before,
+    whose text is the release's), each answer cell by its place, when the cells between two matched
+    read-only cells hold exactly as many unmarked cells of its type as the release has answers
+    there. Returns the grade ids of the answer cells it could not place (nbgrader adds those back
+    blank)."""
+    marked = [c for c in release.cells if c.metadata.get("nbgrader", {}).get("grade_id")]
+    anchors, start = [], 0
+    for k, cell in enumerate(marked):
+        if is_locked(cell) and not is_solution(cell):
+            for j in range(start, len(nb.cells)):
+                if nb.cells[j].cell_type == cell.cell_type and nb.cells[j].source.strip() == cell.source.strip():
+                    nb.cells[j].metadata["nbgrader"] = copy.deepcopy(cell.metadata.nbgrader)
+                    anchors.append((k, j))
+                    start = j + 1
+                    break
+    unplaced = []
+    bounds = [(-1, -1)] + anchors + [(len(marked), len(nb.cells))]
+    for (k0, j0), (k1, j1) in zip(bounds, bounds[1:]):
+        for kind in ("code", "markdown"):
+            wanted = [c for c in marked[k0 + 1:k1] if is_solution(c) and c.cell_type == kind]
+            have = [c for c in nb.cells[j0 + 1:j1] if c.cell_type == kind and "nbgrader" not in c.metadata]
+            if len(wanted) != len(have):
+                unplaced += [c.metadata.nbgrader["grade_id"] for c in wanted]
+                continue
+            for answer, cell in zip(wanted, have):
+                cell.metadata["nbgrader"] = copy.deepcopy(answer.metadata.nbgrader)
+    return unplaced
+
+
 class RestoreReadOnlyCells(OverwriteCells):
     """nbgrader's OverwriteCells (restores read-only cells, cell types and points from the
     gradebook), with a log that tells honest submissions from edited ones.
@@ -299,6 +400,25 @@ class RestoreReadOnlyCells(OverwriteCells):
     def preprocess(self, nb, resources):
         self._who = "{student} / {assignment}".format(**resources["nbgrader"])
         return super().preprocess(nb, resources)
+
+    def add_missing_grade_cells(self, nb, resources):
+        """nbgrader's, except that a missing grade cell goes after the nearest cell before it in the
+        source notebook that the submission still has. (nbgrader looks only at the cell right before
+        it and fails with a KeyError when that one is a read-only text cell: a deleted written answer.)"""
+        source = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
+        order = [c.name for c in source.source_cells]
+        by_name = {c.name: c for c in source.source_cells}
+        solutions = {c.name for c in source.solution_cells}
+        for graded in source.grade_cells:
+            present = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+            if graded.name in present:
+                continue
+            self.log.warning("Missing grade cell %s encountered, adding to notebook", graded.name)
+            before = order[:order.index(graded.name)]
+            at = next((present.index(g) + 1 for g in reversed(before) if g in present), 0)
+            nb.cells.insert(at, self.missing_cell_transform(by_name[graded.name], graded.max_score,
+                                                            is_solution=graded.name in solutions))
+        return nb, resources
 
     def report_change(self, name, attr, old, new):
         if attr == "checksum" and new == self._released_checksum(name):
