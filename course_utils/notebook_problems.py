@@ -108,8 +108,8 @@ def metadata_problems(nb, spec):
     found = _ids(nb)
     if spec and not found:
         return [Problem("this notebook has lost the nbgrader metadata of all its cells (an editor other than "
-                        "JupyterLab, or a copy into a new notebook, drops it): the graders find no answer and no "
-                        "check in it and would score it 0",
+                        "JupyterLab, or a copy into a new notebook, drops it): nbgrader cannot tell its answers and "
+                        "checks apart, and every answer the graders cannot match to the lab's cells scores 0",
                         "rename this file (e.g. to `mine.ipynb`), fetch a fresh copy of the lab (Assignments tab > "
                         "Fetch, or the lab's file from the course folder), copy your answers into its answer "
                         "cells, save it in JupyterLab and check it again", fatal=True)]
@@ -122,8 +122,8 @@ def metadata_problems(nb, spec):
             numbers = " and ".join(str(n) for n, _ in places)
             k = kind(places[-1][1])
             repair = ("delete the copy you pasted" if k in ("check", "read-only") else
-                      f"the graders keep only the last one (cell {places[-1][0]}): keep your answer in one of "
-                      "them and delete the other")
+                      "the graders run both, in order, and grade what the later one leaves: keep your answer in "
+                      "one of them and delete the other")
             out.append(Problem(f"{_cell_label(k, gid)} appears {_times(len(places))} (cells {numbers})", repair))
     expected = {c["id"]: c for c in spec}
     for c in spec:

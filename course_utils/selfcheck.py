@@ -2,6 +2,14 @@
 
     python -m course_utils.selfcheck                      # every lab notebook one folder down
     python -m course_utils.selfcheck lab11/lab11.ipynb    # one notebook (or a folder of them)
+    python -m course_utils.selfcheck lab12                # one lab (make check LAB=lab12)
+
+    from course_utils.selfcheck import check; check()     # in a lab's notebook: check its saved file
+
+First the file itself (course_utils/notebook_problems.py): a pasted cell, a file under another
+name, a deleted or edited read-only cell, the nbgrader metadata lost to another editor, input()
+left in a cell, huge outputs, another kernel -- each named with its repair; a notebook that lost
+its metadata is not run at all (there is nothing the graders could grade in it).
 
 Each notebook runs top to bottom in a fresh kernel, as the autograder runs it: the experiments are
 skipped (they are not graded) and a cell that runs longer than the graders allow is stopped. Your
@@ -21,8 +29,8 @@ every written answer as
 a concept check whose answer is still a placeholder (a TODO, or the NotImplementedError it came
 with) as unfinished, and any other cell that stopped with an error. Passing the visible checks is
 necessary, not sufficient: the graders test each task on other inputs too. Exit status: 0 when every
-check passed and nothing is unfinished, 1 when a cell failed, 2 when nothing failed but something
-(a task, a concept check or a written answer) is unfinished.
+check passed and nothing is unfinished, 1 when a cell failed or the file has a problem, 2 when
+nothing failed but something (a task, a concept check or a written answer) is unfinished.
 """
 
 import argparse
@@ -35,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+
+from course_utils.notebook_problems import INPUT_REPAIR, lab_cells, problems
 
 CELL_LIMIT_S = 30          # the graders stop a cell after this many seconds (nbgrader_config.py reads it)
 START_LIMIT_S = 120        # a kernel that imports torch on a busy laptop can take a while to start
@@ -89,12 +99,20 @@ def _stderr_verdict(label, text, points):
 
 
 def lab_notebooks(folder):
-    """The notebooks with check cells in ``folder`` or one level below it, e.g. lab11/lab11.ipynb."""
+    """The lab notebooks in ``folder`` or one level below it, e.g. lab11/lab11.ipynb: those with check
+    cells, and those in a lab's folder or named for a lab (a lab that lost its metadata, `lab12 (1).ipynb`)."""
     folder = Path(folder)
+    labs = lab_cells()
     found = []
     for path in sorted([*folder.glob("*.ipynb"), *folder.glob("*/*.ipynb")]):
-        nb = nbformat.read(str(path), as_version=4)
-        if any(is_check(cell) for cell in nb.cells):
+        named = any(n == lab or n.startswith(lab + " ") for n in (path.stem, path.parent.name) for lab in labs)
+        try:
+            nb = nbformat.read(str(path), as_version=4)
+        except Exception:  # noqa: BLE001 -- not a notebook nbformat can read: say so if it is a lab's
+            if named:
+                found.append(path)
+            continue
+        if named or any(is_check(cell) for cell in nb.cells):
             found.append(path)
     return found
 
@@ -148,6 +166,8 @@ def _error_verdict(label, error, points=0):
         return Verdict(label, "failed", f"stopped after {CELL_LIMIT_S} s, as the graders would stop it", points)
     if name == "AnswerError":                     # a check's own message says it all
         return Verdict(label, "failed", value, points)
+    if name == "StdinNotImplementedError":        # input() with no keyboard
+        return Verdict(label, "failed", f"calls input(), which waits for a keyboard: {INPUT_REPAIR}", points)
     return Verdict(label, "failed", f"{name}: {value}" if value else name, points)
 
 
@@ -208,7 +228,19 @@ def verdicts(nb, errors, fatal=""):
                 found.append(Verdict(label, "passed", points=points))
         elif index in errors:
             found.append(_error_verdict(f"{heading} [cell {index + 1}, not a check]", errors[index]))
+    _blame_input(nb, errors, found)
     return found
+
+
+def _blame_input(nb, errors, found):
+    """A NameError after a cell whose input() failed: say that this is where it comes from."""
+    stopped = [i for i, e in sorted(errors.items()) if e.get("ename") == "StdinNotImplementedError"]
+    if not stopped:
+        return
+    first = stopped[0] + 1
+    for v in found:
+        if v.message.startswith("NameError"):
+            v.message += f" -- probably because cell {first} did not run: it calls input()"
 
 
 def report(name, found, out=None):
@@ -245,18 +277,67 @@ def main(argv=None):
         print(f"No lab notebook found in {', '.join(args.paths)}: run this in the course folder.")
         return 1
     print(f"Running {len(notebooks)} notebook(s) in a fresh kernel each, the way the graders do ...")
-    statuses = []
+    statuses, broken = [], 0
     for path in notebooks:
-        found = verdicts(*run(path))
-        report(str(path), found)
-        statuses += [v.status for v in found]
-    status = exit_status(statuses)
+        status, wrong = check_file(path)
+        statuses.append(status)
+        broken += bool(wrong)
+    status = exit_status({0: "passed", 1: "failed", 2: "unfinished"}[s] for s in statuses)
     print({0: "\nEvery visible check passes and every answer is there. The graders also test each task on "
               "other inputs, check the concept checks' values, and a TA grades the written answers.",
-           1: "\nSome cells failed: read their messages above, fix, and run this again.",
+           1: "\nSome cells failed: read their messages above, fix, and run this again."
+              if not broken else "\nFix the problems listed above (each says how), then run this again.",
            2: "\nNothing failed, but some work is unfinished (tasks, concept checks or written answers): "
               "see the lines marked unfinished above."}[status])
     return status
+
+
+def check_file(path, out=None):
+    """Check one notebook file: its problems, then (unless it lost its metadata) its cells run the way
+    the graders run them. Prints the report; returns (exit status, [Problem])."""
+    out = out or sys.stdout
+    try:
+        wrong = problems(path)
+    except Exception as error:  # noqa: BLE001 -- a file nbformat cannot read
+        print(f"\n{path}\n  problem     this file is not a notebook Jupyter can read ({type(error).__name__}: "
+              f"{error}): the graders cannot read it either. Open it in a text editor, or fetch a fresh copy of "
+              "the lab and copy your answers into it", file=out)
+        return 1, [error]
+    if wrong:
+        print(f"\n{path}: fix these before you submit", file=out)
+        for p in wrong:
+            print(f"  problem     {p}", file=out)
+    if any(p.fatal for p in wrong):
+        print("  (not run: fix the problem above first)", file=out)
+        return 1, wrong
+    status = report(str(path), verdicts(*run(path)), out=out)
+    return (1 if wrong else status), wrong
+
+
+def _this_notebook():
+    """The notebook this kernel runs, as JupyterLab (JPY_SESSION_NAME) or VS Code tells it; else None."""
+    name = os.environ.get("JPY_SESSION_NAME", "")
+    try:
+        vscode = get_ipython().user_ns.get("__vsc_ipynb_file__", "")  # noqa: F821 -- inside IPython only
+    except NameError:
+        vscode = ""
+    for candidate in (name, vscode):
+        for path in (Path(candidate), Path.cwd() / Path(candidate).name):
+            if candidate.endswith(".ipynb") and path.exists():
+                return path
+    return None
+
+
+def check(path=None):
+    """The pre-submission check from a notebook cell: the saved file of this notebook (save first!), or of
+    ``path``, or of every lab notebook here. Prints what `make check` prints; returns its exit status."""
+    paths = [Path(path)] if path else [p for p in [_this_notebook()] if p] or lab_notebooks(Path.cwd())
+    if not paths:
+        print(f"No lab notebook found in {Path.cwd()}: pass its path, e.g. check('lab12.ipynb').")
+        return 1
+    print("Checking the SAVED file (save the notebook first), in a fresh kernel, the way the graders do ...")
+    statuses = [check_file(p)[0] for p in paths]
+    return max(statuses, key=lambda s: (s == 1, s == 2))
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@ keep meeting: a pasted cell (two cells with one grade id), a file saved under an
 or edited read-only cell, the nbgrader metadata dropped by another editor, ``input()`` left in a
 cell, a huge output saved in the file, another kernel. ``says`` is what the pre-submission check
 must name (course_utils/notebook_problems.py); ``autograde`` what `make autograde` must do with it:
-"graded" (the solved notebook's scores) or "reported" (one line about the student in the grading
-log, with ``logged`` in it, and the problem in the feedback).
+graded as the notebook runs (the solved notebook's scores, less ``lost``: a check the notebook
+itself fails, a written answer deleted) with one line about the student in the grading log and
+the problem atop the feedback, or (``graded=False``) not graded, with a line that says why.
 """
 
 import copy
@@ -32,10 +33,11 @@ class Broken:
     name: str
     notebook: object
     says: list                          # substrings of the problem make check names
-    autograde: str = "graded"           # "graded" (scores as solved) or "reported"
-    logged: str = ""                    # in the student's line of the grading log
+    logged: str = ""                    # in the student's line of the grading log (default: says[0])
+    graded: bool = True                 # False: make autograde leaves it ungraded, with a line saying why
     file: str = f"{LAB}.ipynb"
     runs: list = field(default_factory=list)   # what a run of the checks says besides (slow test)
+    lost: list = field(default_factory=list)   # check cells the notebook itself fails (it runs as saved)
 
 
 def solved():
@@ -131,22 +133,22 @@ def catalogue():
         Broken("pasted check cell", pasted_check(), ["check cell `test_bt_loss` appears twice",
                                                      "delete the copy you pasted"]),
         Broken("pasted answer cell", pasted_answer(), ["answer cell `bt_loss_solution` appears twice",
-                                                       "the graders keep only the last one"]),
+                                                       "keep your answer in one of them"], lost=[TASK_CHECK]),
         Broken("renamed file", renamed(), ["this file is `lab12 (1).ipynb`", "rename it to `lab12.ipynb`"],
-               autograde="reported", logged="submitted 'lab12 (1).ipynb' instead of 'lab12.ipynb'",
+               graded=False, logged="submitted 'lab12 (1).ipynb' instead of 'lab12.ipynb'",
                file=f"{LAB} (1).ipynb"),
         Broken("deleted check cell", deleted_check(), ["check cell `test_bt_loss` is missing",
                                                        "put it back under its task"]),
         Broken("deleted written answer", deleted_written_answer(),
-               ["written-answer cell `answer_exp1_explain` is missing"], autograde="reported",
-               logged="written-answer cell `answer_exp1_explain` is missing"),
+               ["written-answer cell `answer_exp1_explain` is missing"], lost=[WRITTEN]),
         Broken("edited check cell", edited_check(), ["check cell `test_bt_loss` (cell 7) was edited",
                                                      "the graders put back the original"]),
         Broken("metadata stripped", stripped(), ["lost the nbgrader metadata of all its cells",
-                                                 "would score it 0"],
-               autograde="reported", logged="lost the nbgrader metadata"),
+                                                 "cannot match to the lab's cells scores 0"],
+               logged="the metadata was given back from the release to grade it"),
         Broken("input() left in", with_input(), ["cell 3 calls input() (line 1)", "no keyboard"],
-               runs=["cell 3 calls input(), which waits for a keyboard", "because cell 3 did not run"]),
+               runs=["[cell 3, not a check]", "calls input(), which waits for a keyboard",
+                     "probably because cell 3 did not run: it calls input()"]),
         Broken("huge output", huge_output(), ["cell 3 holds 2.5 MB of output", "Clear Cell Output"]),
         Broken("wrong kernel", wrong_kernel(), ["asks for the kernel `conda-env-myenv-py`",
                                                 "Change Kernel > Python 3"]),

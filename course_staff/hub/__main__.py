@@ -106,9 +106,12 @@ def _write_config(paths, exchange_root):
         "headers": {"Content-Security-Policy": "frame-ancestors 'self'"}}}}, indent=1))
     student = etc / "student"
     (student / "labconfig").mkdir(parents=True)
+    # Validate runs the pre-submission check's file checks first (course_utils/validate_hook.py)
     (student / "jupyter_server_config.json").write_text(json.dumps({"ServerApp": {"jpserver_extensions": {
         "nbgrader.server_extensions.formgrader": False,
-        "nbgrader.server_extensions.course_list": False}}}, indent=1))
+        "nbgrader.server_extensions.course_list": False,
+        "nbgrader.server_extensions.validate_assignment": False,
+        "course_utils.validate_hook": True}}}, indent=1))
     (student / "labconfig" / "page_config.json").write_text(json.dumps({"disabledExtensions": {
         "@jupyter/nbgrader:formgrader": True, "@jupyter/nbgrader:course-list": True,
         "@jupyter/nbgrader:create-assignment": True}}, indent=1))
