@@ -100,12 +100,12 @@ def _stderr_verdict(label, text, points):
 
 def lab_notebooks(folder):
     """The lab notebooks in ``folder`` or one level below it, e.g. lab11/lab11.ipynb: those with check
-    cells, and those in a lab's folder or named for a lab (a lab that lost its metadata, `lab12 (1).ipynb`)."""
+    cells, and those named for a lab (one that lost its metadata, `lab12 (1).ipynb`, `lab12-Copy1.ipynb`)."""
     folder = Path(folder)
     labs = lab_cells()
     found = []
     for path in sorted([*folder.glob("*.ipynb"), *folder.glob("*/*.ipynb")]):
-        named = any(n == lab or n.startswith(lab + " ") for n in (path.stem, path.parent.name) for lab in labs)
+        named = any(path.stem == lab or path.stem.startswith((f"{lab} ", f"{lab}-", f"{lab}_")) for lab in labs)
         try:
             nb = nbformat.read(str(path), as_version=4)
         except Exception:  # noqa: BLE001 -- not a notebook nbformat can read: say so if it is a lab's

@@ -11,7 +11,7 @@ or edited read-only cell, the nbgrader metadata dropped by another editor, ``inp
 cell, a huge output saved in the file, another kernel. ``says`` is what the pre-submission check
 must name (course_utils/notebook_problems.py); ``autograde`` what `make autograde` must do with it:
 graded as the notebook runs (the solved notebook's scores, less ``lost``: a check the notebook
-itself fails, a written answer deleted) with one line about the student in the grading log and
+itself fails; ``review``: a deleted written answer, put back and left to a TA) with one line about the student in the grading log and
 the problem atop the feedback, or (``graded=False``) not graded, with a line that says why.
 """
 
@@ -38,6 +38,7 @@ class Broken:
     file: str = f"{LAB}.ipynb"
     runs: list = field(default_factory=list)   # what a run of the checks says besides (slow test)
     lost: list = field(default_factory=list)   # check cells the notebook itself fails (it runs as saved)
+    review: list = field(default_factory=list)  # cells put back blank for a TA ("needs manual grade")
 
 
 def solved():
@@ -140,7 +141,7 @@ def catalogue():
         Broken("deleted check cell", deleted_check(), ["check cell `test_bt_loss` is missing",
                                                        "put it back under its task"]),
         Broken("deleted written answer", deleted_written_answer(),
-               ["written-answer cell `answer_exp1_explain` is missing"], lost=[WRITTEN]),
+               ["written-answer cell `answer_exp1_explain` is missing"], review=[WRITTEN]),
         Broken("edited check cell", edited_check(), ["check cell `test_bt_loss` (cell 7) was edited",
                                                      "the graders put back the original"]),
         Broken("metadata stripped", stripped(), ["lost the nbgrader metadata of all its cells",

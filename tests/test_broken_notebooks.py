@@ -151,6 +151,7 @@ def test_autograde_grades_each_or_says_why(graded, catalogue):
             continue
         expected = {gid: (0.0 if gid in entry.lost else score) for gid, score in solved.items()}
         assert grades[student] == expected, f"{entry.name}: {grades[student]} != {expected}"
+        assert set(entry.review) <= set(grades.flagged.get(student, ())), (entry.name, grades.flagged.get(student))
         lines = _lines_about(log, student)
         problem = [ln for ln in lines.splitlines() if "NOTEBOOK PROBLEM" in ln]
         assert len(problem) == 1, f"{entry.name}: want one NOTEBOOK PROBLEM line, got\n{lines}"
@@ -169,3 +170,36 @@ def test_the_feedback_names_the_problem_and_its_repair(graded, catalogue):
         assert entry.says[-1] in text, (entry.name, entry.says[-1])
     solved = (course / "feedback" / "solved" / bn.LAB / f"{bn.LAB}.html").read_text()
     assert "Problems the graders found" not in solved
+
+
+def _ids(nb):
+    return [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+
+
+def test_lost_metadata_is_given_back_from_the_release():
+    from course_staff.grading.nbgrader_plugins import restore_metadata
+
+    release, solved = h.blank_submission(bn.LAB), bn.solved()
+    nb = bn.stripped()
+    assert restore_metadata(nb, release) == []
+    assert _ids(nb) == _ids(solved)                     # every cell is the one it was, answers included
+    assert [c.source for c in nb.cells] == [c.source for c in solved.cells]
+    # a student's own markdown note next to a written answer: that answer cannot be told apart
+    nb = bn.stripped()
+    at = _ids(solved).index(bn.WRITTEN)
+    nb.cells.insert(at, nbformat.v4.new_markdown_cell("my notes"))
+    unplaced = restore_metadata(nb, release)
+    assert bn.WRITTEN in unplaced and all(gid.startswith("answer_") for gid in unplaced)
+    assert "test_bt_loss" in _ids(nb) and bn.TASK_ANSWER in _ids(nb)
+
+
+def test_a_pasted_cell_keeps_one_copy_the_one_with_the_work():
+    from course_staff.grading.nbgrader_plugins import keep_one_copy
+
+    nb = bn.pasted_answer()                             # the worked copy first, the release's stub last
+    assert keep_one_copy(nb) == [bn.TASK_ANSWER]
+    kept = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == bn.TASK_ANSWER]
+    assert len(kept) == 1 and "NotImplementedError" not in kept[0].source
+    nb = bn.pasted_check()
+    assert keep_one_copy(nb) == [bn.TASK_CHECK] and _ids(nb).count(bn.TASK_CHECK) == 1
+    assert keep_one_copy(bn.solved()) == []

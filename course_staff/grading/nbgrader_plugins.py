@@ -317,7 +317,8 @@ class ReportNotebookProblems(NbGraderPreprocessor):
             if release is not None:
                 unplaced = restore_metadata(nb, release)
                 done.append("the metadata was given back from the release to grade it" +
-                            (f" (no cell found for {', '.join(unplaced)}: scored 0)" if unplaced else ""))
+                            (f" (no cell found for the written answer {', '.join(unplaced)}: it reads as blank, "
+                             "look for it in the notebook)" if unplaced else ""))
         if keep_one_copy(nb):
             done.append("only one copy of each pasted cell was graded")
         self.log.warning("%s %s / %s: %s", NOTEBOOK_PROBLEM, info["student"], info["assignment"],
@@ -362,8 +363,8 @@ def restore_metadata(nb, release):
     cells they are: each read-only cell by its text (the first cell, after the one matched before,
     whose text is the release's), each answer cell by its place, when the cells between two matched
     read-only cells hold exactly as many unmarked cells of its type as the release has answers
-    there. Returns the grade ids of the answer cells it could not place (nbgrader adds those back
-    blank)."""
+    there. Returns the grade ids of the written answers it could not place (nbgrader adds those
+    back blank; an unplaced code answer still runs as a plain cell, and its checks grade it)."""
     marked = [c for c in release.cells if c.metadata.get("nbgrader", {}).get("grade_id")]
     anchors, start = [], 0
     for k, cell in enumerate(marked):
@@ -381,7 +382,7 @@ def restore_metadata(nb, release):
             wanted = [c for c in marked[k0 + 1:k1] if is_solution(c) and c.cell_type == kind]
             have = [c for c in nb.cells[j0 + 1:j1] if c.cell_type == kind and "nbgrader" not in c.metadata]
             if len(wanted) != len(have):
-                unplaced += [c.metadata.nbgrader["grade_id"] for c in wanted]
+                unplaced += [c.metadata.nbgrader["grade_id"] for c in wanted if is_grade(c)]
                 continue
             for answer, cell in zip(wanted, have):
                 cell.metadata["nbgrader"] = copy.deepcopy(answer.metadata.nbgrader)
