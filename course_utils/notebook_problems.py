@@ -16,6 +16,7 @@ kinds only, never a cell's text) tell what the file should hold.
 """
 
 import ast
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -136,7 +137,7 @@ def metadata_problems(nb, spec):
             out.append(Problem(f"the {_cell_label(c['kind'], gid)} (cell {number}) was a {c['type']} cell and is now "
                                f"a {cell.cell_type} cell",
                                f"change it back (in JupyterLab: select it, then the cell-type menu > {c['type']})"))
-        elif meta.get("locked") and meta.get("checksum") and _checksum(cell) != meta["checksum"]:
+        elif meta.get("locked") and meta.get("checksum") and checksum(cell) != meta["checksum"]:
             out.append(Problem(f"the {_cell_label(kind(meta), gid)} (cell {number}) was edited",
                                "the graders put back the original, so your edit does not count: undo it "
                                "(copy the cell from a fresh copy of the lab)"))
@@ -163,9 +164,19 @@ def _missing(c):
     return Problem(what, repair)
 
 
-def _checksum(cell):
-    from nbgrader.utils import compute_checksum
-    return compute_checksum(cell)
+def checksum(cell):
+    """nbgrader's checksum of a cell (``nbgrader.utils.compute_checksum``, which students do not
+    install): md5 of its text, type, kind flags, grade id and points."""
+    meta = cell.metadata["nbgrader"]
+    grade, solution = bool(meta.get("grade", False)), bool(meta.get("solution", False))
+    locked = False if solution else True if grade else bool(meta.get("locked", False))
+    m = hashlib.md5()
+    for part in (cell.source, cell.cell_type, str(meta.get("grade", False)), str(meta.get("solution", False)),
+                 str(locked), meta["grade_id"]):
+        m.update(part.encode("utf-8"))
+    if grade:
+        m.update(str(float(meta["points"])).encode("utf-8"))
+    return m.hexdigest()
 
 
 def calls_input(source):

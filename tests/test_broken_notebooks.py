@@ -203,3 +203,15 @@ def test_a_pasted_cell_keeps_one_copy_the_one_with_the_work():
     nb = bn.pasted_check()
     assert keep_one_copy(nb) == [bn.TASK_CHECK] and _ids(nb).count(bn.TASK_CHECK) == 1
     assert keep_one_copy(bn.solved()) == []
+
+
+def test_the_checksum_is_nbgraders():
+    """course_utils computes nbgrader's cell checksum itself (students do not install nbgrader)."""
+    from nbgrader.utils import compute_checksum
+
+    cells = [c for lab in h.LABS for nb in (h.blank_submission(lab), h.solved_submission(lab)) for c in nb.cells
+             if c.metadata.get("nbgrader", {}).get("grade_id")]
+    assert len(cells) > 100
+    assert all(notebook_problems.checksum(c) == compute_checksum(c) for c in cells)
+    edited = bn.edited_check().cells[bn._index(bn.edited_check(), bn.TASK_CHECK)]
+    assert notebook_problems.checksum(edited) != edited.metadata.nbgrader["checksum"]      # an edit shows

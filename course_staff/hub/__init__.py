@@ -11,7 +11,8 @@
     python/      the base Python of .venv, hard-linked, when the original is not readable by
                  every user (pyenv under /root)
     etc/         Jupyter config per role: every user's nbgrader_config.py (course id, exchange);
-                 the students' servers without Formgrader, Course List and Create Assignment
+                 the students' servers without Formgrader, Course List and Create Assignment,
+                 and with the course's Validate (course_utils/validate_hook.py)
     exchange/    nbgrader's exchange, with the permissions of ``exchange.LAYOUT``
     postgres/    the PostgreSQL server of ``make postgres``, password-protected: the gradebook
                  (NBGRADER_DB_URL, the instructor's server only) and the hub's own database
