@@ -215,3 +215,8 @@ def test_the_checksum_is_nbgraders():
     assert all(notebook_problems.checksum(c) == compute_checksum(c) for c in cells)
     edited = bn.edited_check().cells[bn._index(bn.edited_check(), bn.TASK_CHECK)]
     assert notebook_problems.checksum(edited) != edited.metadata.nbgrader["checksum"]      # an edit shows
+
+
+def test_check_in_a_notebook_cell_does_nothing_while_graded(monkeypatch, capsys):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    assert selfcheck.check() == 0 and capsys.readouterr().out == ""
