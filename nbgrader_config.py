@@ -61,8 +61,8 @@ try:
     #     test cells that only lack their hidden tests (every honest submission)
     # ... and what is wrong with the file itself (a pasted cell, metadata gone, input(), ...) is one
     #     line about the student in the log and a note atop the feedback (ReportNotebookProblems)
-    c.Autograde.sanitize_preprocessors = [ReportNotebookProblems, pp.ClearOutput, pp.DeduplicateIds, pp.OverwriteKernelspec,
-                                          RestoreReadOnlyCells, pp.CheckCellMetadata]
+    c.Autograde.sanitize_preprocessors = [ReportNotebookProblems, pp.ClearOutput, pp.DeduplicateIds,
+                                          pp.OverwriteKernelspec, RestoreReadOnlyCells, pp.CheckCellMetadata]
     # a cell that kills the kernel (os._exit) fails like any other cell, the rest is still graded;
     # a notebook that rebinds the checks or patches torch/numpy/math is held at 0 for review; every
     # written answer waits for a TA (a blank one with its 0); a manual score that stays in force over

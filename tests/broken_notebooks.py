@@ -9,10 +9,10 @@ cell and each written answer waiting for a TA, and then makes one edit that nbgr
 keep meeting: a pasted cell (two cells with one grade id), a file saved under another name, a deleted
 or edited read-only cell, the nbgrader metadata dropped by another editor, ``input()`` left in a
 cell, a huge output saved in the file, another kernel. ``says`` is what the pre-submission check
-must name (course_utils/notebook_problems.py); ``autograde`` what `make autograde` must do with it:
-graded as the notebook runs (the solved notebook's scores, less ``lost``: a check the notebook
-itself fails; ``review``: a deleted written answer, put back and left to a TA) with one line about the student in the grading log and
-the problem atop the feedback, or (``graded=False``) not graded, with a line that says why.
+must name (course_utils/notebook_problems.py). What `make autograde` must do with it: grade it as the notebook runs (the solved notebook's scores, less ``lost``: a check the notebook
+itself fails; ``review``: a deleted written answer, put back and left to a TA) with one line about
+the student in the grading log and the problem atop the feedback; or (``graded=False``) leave it
+ungraded, with a line that says why.
 """
 
 import copy
