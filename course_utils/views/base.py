@@ -25,6 +25,9 @@ view's ``alt()`` describes its current frame.
 Colours: ``series(i)`` gives the i-th line of a plot a colour of matplotlib's colour-blind-safe
 ``petroff10`` cycle and a line style and marker of its own, so no line is told apart by colour alone.
 
+A slider's frame is an ``<img>`` with its alt text in an HTML widget (``img_html``: JupyterLab reads
+that alt, where it ignores an image output's), never an Output widget (``show_slider`` says why).
+
 A slider degrades to pictures: ``show_slider`` displays the widget together with a static figure of
 the slider at a few positions (``image/png`` next to the widget's own data). A front-end with widgets
 (JupyterLab) shows the widget; one without (an HTML export, VS Code without the widget renderer, a
@@ -207,10 +210,18 @@ def log_axis(ax, which, ticks, scale="log", **scale_args):
 
 
 def show_slider(view, slider, describe):
-    """Display ``slider``, a caption and the frame ``view.update(value)``: a PNG image (alt text
-    ``view.alt()``) in an Output widget, or an HTML string in an HTML widget; next to the widget, a
+    """Display ``slider``, a caption and the frame ``view.update(value)`` in an HTML widget: a PNG as an
+    ``<img>`` with its alt text ``view.alt()`` (``img_html``), or the view's HTML; next to the widget, a
     static picture of the frames at a few positions (``slider_positions``) for front-ends without
     widgets (module docstring).
+
+    Not an ``ipywidgets.Output``: a notebook client that runs the notebook (nbclient, so ``jupyter
+    nbconvert --execute``, nbgrader, papermill) answers every output captured by an Output widget with
+    a comm message to the kernel on the shell socket, while it waits on that same socket for the cell's
+    reply; the send takes the socket's zmq wake-up, the reply stays unread and a client without a time
+    limit waits forever (Lab 12's Experiment 8 under ``jupyter nbconvert --execute``). Measured with the
+    stock client and a 3 s limit: 100 of 150 cells that showed a PNG in an Output widget waited out the
+    limit, 0 of 150 with the PNG in an HTML widget.
 
     Returns the VBox (slider, caption, frame). A student's function that fails at some slider value
     is reported in the caption; the last good frame stays.
@@ -219,7 +230,7 @@ def show_slider(view, slider, describe):
     from IPython.display import display
 
     note = widgets.HTML()
-    frame = None                                   # the frame's widget, made for the first frame's kind
+    frame = widgets.HTML()
 
     def redraw(value):
         nonlocal frame
@@ -230,19 +241,12 @@ def show_slider(view, slider, describe):
                           f"{type(err).__name__}: {err}</b>")
             return
         note.value = view.caption()
-        if frame is None:
-            frame = widgets.HTML() if isinstance(png_or_html, str) else widgets.Output()
-        if isinstance(png_or_html, str):
-            frame.value = png_or_html
-            return
-        with frame:
-            frame.clear_output(wait=True)
-            show_png(png_or_html, view.alt())
+        frame.value = png_or_html if isinstance(png_or_html, str) else img_html(png_or_html, view.alt())
 
     still = static_frames(view, slider_positions(slider), describe)
     slider.observe(lambda change: redraw(change["new"]), names="value")
     redraw(slider.value)
-    box = widgets.VBox([slider, note, frame or widgets.Output()])
+    box = widgets.VBox([slider, note, frame])
     data = box._repr_mimebundle_()                 # the widget, for front-ends that have widgets
     metadata = {}
     if still is not None:
@@ -250,6 +254,16 @@ def show_slider(view, slider, describe):
         data.update(extra)                         # the picture (or tables) for those that have none
     display(data, metadata=metadata, raw=True)
     return box
+
+
+def img_html(png, alt):
+    """An HTML ``<img>`` of PNG bytes with its alt text, no wider than its output area."""
+    import html
+
+    if not alt or not alt.strip():
+        raise ValueError("every image the course shows needs its alt text")
+    return (f'<img src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}" '
+            f'alt="{html.escape(alt, quote=True)}" style="max-width:100%;height:auto">')
 
 
 def slider_positions(slider):
@@ -308,4 +322,4 @@ def stack_pngs(pngs, heads):
 
 
 __all__ = ["View", "palette", "series", "image_output", "show_png", "plain", "figure_png", "canvas_png", "Figure",
-           "PngFigure", "FastFigure", "log_axis", "show_slider", "slider_positions", "static_frames", "stack_pngs"]
+           "PngFigure", "FastFigure", "log_axis", "show_slider", "img_html", "slider_positions", "static_frames", "stack_pngs"]
