@@ -71,8 +71,11 @@ def images(nb):
 
 
 def slider_cells(nb):
+    """The cells whose output is a widget with a picture or tables for front-ends without widgets (a
+    slider without one is missed, and the count below fails; progress bars are widgets with text)."""
     return [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
-            if any(WIDGET in out.get("data", {}) for out in cell.outputs)]
+            if any(WIDGET in out.get("data", {}) and {"image/png", "text/html"} & set(out["data"])
+                   for out in cell.outputs)]
 
 
 def test_the_stock_client_runs_the_lab_to_the_end_without_a_missed_reply(executed):
@@ -104,9 +107,10 @@ def test_every_slider_shows_a_picture_in_an_html_export_without_widget_state(exe
         body, _ = exporter.from_notebook_node(one)
         outputs = body.split('class="jp-Cell-outputWrapper"', 1)[1]
         assert "jupyter-widgets" not in outputs, f"{lab} cell {i}: the export tried to draw the widget"
-        bundle = next(out for out in nb.cells[i].outputs if WIDGET in out.get("data", {}))
+        bundle = next(out for out in nb.cells[i].outputs if WIDGET in out.get("data", {})
+                      and {"image/png", "text/html"} & set(out["data"]))
         if "image/png" in bundle["data"]:
-            assert outputs.count("<img") == 1 and "data:image/png;base64," in outputs, f"{lab} cell {i}"
+            assert "data:image/png;base64," in outputs, f"{lab} cell {i}"
             assert bundle["metadata"]["image/png"]["alt"].startswith("Slider "), f"{lab} cell {i}"
         else:
             assert outputs.count("<table") >= 3, f"{lab} cell {i}: neither a picture nor the tables"
@@ -120,6 +124,6 @@ def test_the_html_export_with_the_classic_template_writes_the_alt_text(executed)
     body, _ = HTMLExporter(template_name="classic").from_notebook_node(nb)
     alts = [re.search(r'alt="([^"]*)"', tag).group(1) for tag in re.findall(r"<img[^>]*>", body)
             if "data:image/png;base64," in tag and 'alt="' in tag]
-    assert len(alts) >= len([1 for c in nb.cells if c.cell_type == "code"
-                             for o in c.outputs if "image/png" in o.get("data", {})])
+    assert len(alts) >= len([1 for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                             if "image/png" in o.get("data", {}) and WIDGET not in o["data"]])     # sliders: widgets
     assert all(len(a) > 80 for a in alts)
