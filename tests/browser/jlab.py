@@ -211,7 +211,7 @@ _SLIDER_JS = """el => {
     now: h ? h.getAttribute('aria-valuenow') : null,
     max: h ? h.getAttribute('aria-valuemax') : null,
     cell: cells.indexOf(cell),
-    imgs: view ? Array.from(view.querySelectorAll('.widget-output img')).map(i => i.src) : [],
+    imgs: view ? Array.from(view.querySelectorAll('.widget-html img')).map(i => i.src) : [],   // a frame: an <img> in an HTML widget
     html: view ? Array.from(view.querySelectorAll('.widget-html')).map(e => e.innerText).join('\\n') : '',
   };
 }"""
