@@ -7,6 +7,12 @@ BIN    := $(CURDIR)/$(VENV)/bin
 PY     := $(BIN)/python
 export PATH := $(BIN):$(PATH)
 STAMP  := $(VENV)/.installed
+# the interpreter that makes .venv (PYTHON=python3.12 picks another); the course needs 3.11 or newer
+PYTHON ?= python3
+PYTHON_CHECK = $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+  echo "The course needs Python 3.11 or newer; '$(PYTHON)' is $$($(PYTHON) --version 2>&1 || echo missing)."; \
+  echo "Install Python 3.11+ (python.org; apt install python3.11-venv; brew install python@3.12; conda)"; \
+  echo "and run make again with it, e.g. make PYTHON=python3.12 ...; then it makes .venv."; exit 1; }
 # the labs: every source/<lab>/<lab>.ipynb (course_staff.course.labs, the same rule)
 LABS   := $(foreach d,$(wildcard source/*),$(if $(wildcard $(d)/$(notdir $(d)).ipynb),$(notdir $(d))))
 LAB    ?= lab11
@@ -25,7 +31,8 @@ help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV)
+	@test -x $(PY) || $(PYTHON_CHECK)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch first, pinned: its CPU build is what every course machine runs
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[dev]'

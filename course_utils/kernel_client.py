@@ -10,6 +10,12 @@ out its whole limit. Measured here: Beyond PPO's notebook under load, with a 40 
 instead of 11 in 3 of 12 runs (the kernel's reply stamped 0.2 s after the request); in `make test`
 the same notebook took 312 s, its 300 s limit and its run.
 
+What takes the wake-up, in the labs: nbclient answers every output an ``ipywidgets.Output`` captures
+with a comm message on the shell socket, sent while the cell's reply is awaited on that socket. The
+sliders' frames therefore no longer live in Output widgets (views.base.show_slider), so a stock client
+(``jupyter nbconvert --execute``) runs both labs to the end (tests/test_plain_jupyter.py); this
+manager stays for any other missed wake-up.
+
 ``SteadyKernelManager`` is jupyter_client's ``AsyncKernelManager`` except that its clients' channels
 poll in slices of ``POLL_SLICE_S``, each ending in that final look, so a missed wake-up costs at
 most one slice (14 runs under the same load: none over 15 s, 4 wake-ups recovered). Messages,

@@ -18,11 +18,26 @@ def _in_kernel():
 
 def progress(iterable, desc=None, total=None, leave=False):
     """A tqdm progress bar in a Jupyter kernel; the plain iterable elsewhere and while grading
-    (scripts and the grader see no output at all)."""
+    (scripts and the grader see no output at all).
+
+    The bar appears once the loop's first step has run: a loop whose first step fails (an unfinished
+    task raising NotImplementedError, which ``needs`` turns into "Finish ... first") leaves no red
+    bar stuck at 0% above that line."""
     if grading() or not _in_kernel():
         return iterable
+    if total is None and hasattr(iterable, "__len__"):
+        total = len(iterable)
+    return _bar_after_first_step(iter(iterable), desc, total, leave)
+
+
+def _bar_after_first_step(items, desc, total, leave):
+    for first in items:
+        yield first                                 # the first step runs before any bar exists
+        break
+    else:
+        return
     from tqdm.auto import tqdm
-    return tqdm(iterable, desc=desc, total=total, leave=leave)
+    yield from tqdm(items, desc=desc, total=total, initial=1, leave=leave)
 
 
 def machine_record():

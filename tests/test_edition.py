@@ -212,3 +212,57 @@ def test_the_search_finds_the_graders_code(built, tmp_path):
     assert "graders' code: nbgrader_config.py is named 'nbgrader_config'" in found
     assert "graders' code: course_utils/late_policy.py is named 'late_policy'" in found
     assert not any("is named 'views'" in f for f in found), "the student package's own views/ is no staff name"
+
+
+# ----------------------------------------------------------------------------- the edition's set-up
+OLD_PYTHON = Path.home() / ".pyenv/versions/3.10.13/bin/python3"       # where this machine has one
+
+
+def make_dry_run(folder, *args):
+    """What ``make setup`` in the edition would run (``make -n``: nothing is downloaded)."""
+    return subprocess.run(["make", "-n", "setup", *args], cwd=folder, capture_output=True, text=True,
+                          check=True).stdout
+
+
+def torch_install_line(folder, *args):
+    return next(ln for ln in make_dry_run(folder, *args).splitlines() if "pip install" in ln and "torch==" in ln)
+
+
+def test_edition_installs_the_pinned_cpu_torch_on_linux(built):
+    pin = next(d for d in edition.student_requirements() if d.startswith("torch=="))
+    line = torch_install_line(built)
+    if subprocess.run(["uname", "-s"], capture_output=True, text=True).stdout.strip() == "Linux":
+        assert f"--index-url {edition.TORCH_CPU_INDEX} {pin}" in line
+    assert "--quiet" not in line                          # the student sees what it downloads
+    env = (built / "environment.yml").read_text()
+    assert f"--extra-index-url {edition.TORCH_CPU_INDEX}" in env       # conda's way: the same CPU build
+
+
+def test_edition_torch_index_can_be_overridden(built):
+    assert "--index-url https://example.org/cu130 torch==" in torch_install_line(built, "TORCH_INDEX=https://example.org/cu130")
+    plain = torch_install_line(built, "TORCH_INDEX=")
+    assert "--index-url" not in plain and "torch==" in plain          # pip's own configuration
+
+
+def test_readmes_and_pyprojects_state_the_python_the_makefiles_check(built):
+    ours = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    theirs = tomllib.loads((built / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert ours == theirs == ">=3.11"
+    for readme in (ROOT / "README.md", built / "README.md"):
+        assert "Python 3.11 or newer" in readme.read_text() and "3.10" not in readme.read_text()
+    for makefile in (ROOT / "Makefile", built / "Makefile"):
+        assert "sys.version_info < (3, 11)" in makefile.read_text()
+
+
+@pytest.mark.skipif(not OLD_PYTHON.exists(), reason="no Python 3.10 on this machine")
+@pytest.mark.parametrize("where", ["repository", "edition"])
+def test_an_old_python_is_refused_with_what_to_install(where, built, tmp_path):
+    folder = tmp_path / where
+    folder.mkdir()
+    src = ROOT if where == "repository" else built
+    for name in ("Makefile", "pyproject.toml"):
+        shutil.copy(src / name, folder / name)
+    done = subprocess.run(["make", "setup", f"PYTHON={OLD_PYTHON}"], cwd=folder, capture_output=True, text=True)
+    assert done.returncode != 0 and not (folder / ".venv").exists()
+    assert "needs Python 3.11 or newer" in done.stdout and "is Python 3.10.13" in done.stdout
+    assert "PYTHON=python3.12" in done.stdout

@@ -95,6 +95,35 @@ def test_progress_is_silent_outside_a_kernel_and_while_grading(monkeypatch):
     assert views.progress(it) is it
 
 
+def test_progress_shows_no_bar_for_a_loop_whose_first_step_fails(monkeypatch):
+    """An unfinished task raises in the first PPO iteration: no bar is left red at 0% above the
+    "Finish ... first" line. A loop that runs gets its bar, counted from its first step."""
+    import tqdm.auto
+
+    from course_utils import runtime
+
+    bars = []
+
+    class Bar:
+        def __init__(self, items, desc=None, total=None, initial=0, leave=False):
+            self.items, self.count = items, initial
+            bars.append(self)
+
+        def __iter__(self):
+            for item in self.items:
+                self.count += 1
+                yield item
+
+    monkeypatch.setattr(runtime, "_in_kernel", lambda: True)
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    with pytest.raises(NotImplementedError):
+        for _ in views.progress(range(120), desc="PPO, beta 0"):
+            raise NotImplementedError
+    assert bars == []
+    assert list(views.progress(range(5), desc="PPO, beta 0.1")) == [0, 1, 2, 3, 4]
+    assert len(bars) == 1 and bars[0].count == 5
+
+
 # ----------------------------------------------------------------------------- static plots
 def test_plots_render():
     h0, h1 = fake_history(drift=1.0), fake_history(drift=0.0, seed=1)

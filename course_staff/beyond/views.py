@@ -11,10 +11,11 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from course_utils.views.base import PngFigure, View, canvas_png, show_slider
+from course_utils.views.base import MARKERS, PngFigure, View, canvas_png, palette, show_slider
 
-COLORS = {"optimum RM": "tab:green", "optimum labeler": "tab:olive", "PPO": "tab:blue", "DPO": "tab:red",
-          "GRPO": "tab:purple", "GRPO, KL in reward": "tab:pink"}
+NAMES = ("optimum RM", "optimum labeler", "PPO", "DPO", "GRPO", "GRPO, KL in reward")
+COLORS = dict(zip(NAMES, palette()))                        # matplotlib's colour-blind-safe petroff10
+MARKER = dict(zip(NAMES, MARKERS))                          # and a marker each: never colour alone
 OPTIMUM_OF = {"optimum RM": "rm", "optimum labeler": "gold"}
 
 
@@ -39,7 +40,7 @@ def plot_summary(res):
     axes = fig.subplots(1, 3)
     betas = res["betas"]
     for name in policies(res):
-        style = dict(color=COLORS[name], marker="o", ls=":" if name in OPTIMUM_OF else "-", label=name)
+        style = dict(color=COLORS[name], marker=MARKER[name], ls=":" if name in OPTIMUM_OF else "-", label=name)
         axes[0].plot(betas, [figures(res, b, name)["rm"]["gold"] for b in betas], **style)
         for ax, o in zip(axes[1:], ("rm", "gold")):
             if OPTIMUM_OF.get(name) != o:       # an optimum is at distance 0 from itself
@@ -58,6 +59,10 @@ def plot_summary(res):
         ax.minorticks_off()
         ax.set_xlabel(r"$\beta$")
         ax.legend(fontsize=7)
+    fig.alt = ("Three panels over beta (log scale): the exact gold score of every policy, and its KL to the RM's "
+               "optimum and to the labeler's optimum (log scale). Gold at each beta: "
+               + "; ".join(f"beta {b:g}: " + ", ".join(f"{n} {figures(res, b, n)['rm']['gold']:+.2f}" for n in policies(res))
+                           for b in betas) + f"; the SFT model's gold is {res['sft']['gold']:+.2f}.")
     return fig
 
 
@@ -66,7 +71,7 @@ def plot_dpo_epochs(res):
     held-out pairs next to the reward model's and the noise ceiling."""
     fig = PngFigure(figsize=(12, 3.8), layout="constrained")
     ax_gold, ax_acc = fig.subplots(1, 2)
-    cmap = [f"C{i}" for i in range(len(res["betas"]))]
+    cmap = palette()[:len(res["betas"])]
     for color, beta in zip(cmap, res["betas"]):
         epochs = figures(res, beta, "DPO")["epochs"]
         x = np.arange(1, len(epochs) + 1)
@@ -83,6 +88,12 @@ def plot_dpo_epochs(res):
         ax.set_xlabel("epoch over the ranked pairs")
         ax.set_xticks(x)
         ax.legend(fontsize=7)
+    fig.alt = ("Two panels over DPO's epochs, one line per beta: the exact gold score after each epoch (dotted: "
+               "PPO at the same beta), and the implicit reward's pair accuracy, held out and on the training pairs, "
+               f"against the reward model's {res['rm']['held_acc']:.3f} and the noise ceiling "
+               f"{res['rm']['ceiling']:.3f}. After the last epoch: "
+               + "; ".join(f"beta {b:g}: gold {figures(res, b, 'DPO')['epochs'][-1]['gold']:+.2f}, held-out accuracy "
+                           f"{figures(res, b, 'DPO')['epochs'][-1]['held_acc']:.3f}" for b in res["betas"]) + ".")
     return fig
 
 
@@ -90,6 +101,7 @@ def plot_budget(res, beta):
     """PPO and both GRPOs at one beta over their CPU seconds: sampled gold score and KL to the SFT model."""
     fig = PngFigure(figsize=(12, 3.6), layout="constrained")
     axes = fig.subplots(1, 2)
+    ends = []
     for name in res["methods"]:
         run = figures(res, beta, name)
         if "curve" not in run:
@@ -98,8 +110,9 @@ def plot_budget(res, beta):
         n = len(c["gold"])
         x = c.get("cpu_at") or list(np.arange(1, n + 1) * run["cpu"] / n)     # PPO: its mean pace
         label = f"{name} ({n} iterations, {run['cpu']:.1f} s CPU)"
-        axes[0].plot(x, c["gold"], color=COLORS[name], lw=1, label=label)
-        axes[1].plot(x, c["kl"], color=COLORS[name], lw=1, label=label)
+        axes[0].plot(x, c["gold"], color=COLORS[name], marker=MARKER[name], markevery=0.1, lw=1, label=label)
+        axes[1].plot(x, c["kl"], color=COLORS[name], marker=MARKER[name], markevery=0.1, lw=1, label=label)
+        ends.append(f"{label}: gold {c['gold'][-1]:+.2f}, KL {c['kl'][-1]:.2f} at the end")
     _sft_line(axes[0], res)
     axes[0].set_ylim(-1.05, 1.05)
     axes[0].set_title(rf"gold score of the samples, $\beta$ = {beta:g}", fontsize=10)
@@ -108,6 +121,8 @@ def plot_budget(res, beta):
     for ax in axes:
         ax.set_xlabel("CPU seconds (one thread)")
         ax.legend(fontsize=7)
+    fig.alt = (f"Two panels at beta = {beta:g} over CPU seconds: the gold score of the samples and their KL to the "
+               "SFT model, for " + "; ".join(ends) + ".")
     return fig
 
 
@@ -176,6 +191,11 @@ class BetaSlider(View):
         gold = {m: figures(self.res, self.beta, m)["rm"]["gold"] for m in self.res["methods"]}
         return (f"beta = {self.beta:g}: gold " + ", ".join(f"{m} {g:+.2f}" for m, g in gold.items())
                 + f" (SFT model {self.res['sft']['gold']:+.2f})")
+
+    def alt(self):
+        return (f"Every policy at beta = {self.beta:g}: bars of the gold score and the accuracy, bars of the KL to "
+                f"the RM's optimum and to the labeler's (log scale), and each policy's most likely answers to "
+                f"{self.res['prompt']}. " + self.caption() + ".")
 
     def display(self):
         """A SelectionSlider over the cached betas, the caption, and the frame."""

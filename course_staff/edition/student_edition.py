@@ -33,6 +33,8 @@ FILES = {                                   # edition path: repository path (a f
     "Makefile": "course_staff/edition/files/Makefile",
     ".gitignore": "course_staff/edition/files/gitignore",
 }
+# the index the edition installs torch from on Linux (files/Makefile's TORCH_INDEX; tests check they agree)
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 STAFF_ONLY = ("nbgrader",)                  # pinned in pyproject.toml for the graders, not for students
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info")
 
@@ -75,11 +77,13 @@ def pyproject_text(root=REPO):
 
 
 def environment_text(root=REPO):
-    """environment.yml of the edition: conda's way to the same packages as pyproject.toml."""
+    """environment.yml of the edition: conda's way to the same packages as pyproject.toml, torch's
+    CPU build on Linux (TORCH_CPU_INDEX, as the edition's Makefile)."""
     pins = "".join(f"      - {r}\n" for r in student_requirements(root))
     return ("# conda env create -f environment.yml && conda activate rl-for-llms\n"
             "name: rl-for-llms\nchannels:\n  - conda-forge\ndependencies:\n  - python=3.11\n  - pip\n"
-            f"  - pip:\n{pins}      - -e .      # course_utils from this folder\n")
+            f"  - pip:\n      - --extra-index-url {TORCH_CPU_INDEX}   # torch's CPU build on Linux, not CUDA's\n"
+            f"{pins}      - -e .      # course_utils from this folder\n")
 
 
 WRITTEN = {"pyproject.toml": pyproject_text, "environment.yml": environment_text}

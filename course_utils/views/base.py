@@ -14,10 +14,33 @@ for one slider value (PNG bytes, or an HTML string) and ``caption()`` a line und
 
 Sliders re-draw often: ``FastFigure`` renders a figure's static parts once and each frame only the
 artists that move, encoded with fast PNG compression; ``show_slider`` wires a slider to a view.
+
+Every image the course shows carries alt text: what is plotted and its main result, in words. It goes
+through one place, ``image_output``: the text is the image's ``alt`` in the output's metadata (what
+nbconvert's HTML template ``classic`` writes as ``<img alt=...>``) and the output's ``text/plain``
+(what a front-end that shows no image, a text export, or a reader of the .ipynb gets). A figure made
+with ``PngFigure`` carries its text as ``fig.alt``; ``show_png(png, alt)`` shows PNG bytes; a slider
+view's ``alt()`` describes its current frame.
+
+Colours: ``series(i)`` gives the i-th line of a plot a colour of matplotlib's colour-blind-safe
+``petroff10`` cycle and a line style and marker of its own, so no line is told apart by colour alone.
+
+A slider's frame is an ``<img>`` with its alt text in an HTML widget (``img_html``: JupyterLab reads
+that alt, where it ignores an image output's), never an Output widget (``show_slider`` says why).
+
+A slider degrades to pictures: ``show_slider`` displays the widget together with a static figure of
+the slider at a few positions (``image/png`` next to the widget's own data). A front-end with widgets
+(JupyterLab) shows the widget; one without (an HTML export, VS Code without the widget renderer, a
+PDF) shows the picture.
 """
 
+import base64
 import functools
 import io
+import re
+
+LINESTYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 from course_utils.runtime import grading
 
@@ -47,6 +70,51 @@ class View:
 
     def display(self):
         raise NotImplementedError(f"{type(self).__name__} defines no display()")
+
+    def alt(self):
+        """A slider view's alt text for its current frame: what is plotted and what it shows."""
+        raise NotImplementedError(f"{type(self).__name__} defines no alt()")
+
+
+def palette():
+    """The ten colours of matplotlib's colour-blind-safe ``petroff10`` style (Petroff 2021), in its order."""
+    return list(_petroff10())
+
+
+@functools.cache
+def _petroff10():
+    from matplotlib import style
+
+    return tuple(style.library["petroff10"]["axes.prop_cycle"].by_key()["color"])
+
+
+def series(i, markevery=0.1):
+    """Style of the i-th line of a plot: colour, line style and marker all differ from line to line
+    (``markevery``: a marker every tenth of the axes, not at every point)."""
+    return {"color": palette()[i % 10], "ls": LINESTYLES[i % len(LINESTYLES)],
+            "marker": MARKERS[i % len(MARKERS)], "markevery": markevery}
+
+
+def image_output(png, alt):
+    """(data, metadata) of an image output: the PNG with ``alt`` in its metadata and as text/plain."""
+    if not alt or not alt.strip():
+        raise ValueError("every image the course shows needs its alt text")
+    return ({"image/png": base64.b64encode(png).decode("ascii"), "text/plain": alt},
+            {"image/png": {"alt": alt}})
+
+
+def show_png(png, alt):
+    """Display PNG bytes with their alt text (``image_output``)."""
+    from IPython.display import display
+
+    data, metadata = image_output(png, alt)
+    display(data, metadata=metadata, raw=True)
+
+
+def plain(html):
+    """An HTML caption as plain text: tags dropped, entities of the course's captions undone."""
+    text = re.sub(r"<br\s*/?>", "; ", html)
+    return re.sub(r"<[^>]+>", "", text).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
 
 
 def figure_png(fig, dpi=80):
@@ -83,8 +151,19 @@ def _figure_classes():
     from matplotlib.figure import Figure
 
     class PngFigure(Figure):
+        """Shows itself as a PNG with its alt text ``self.alt`` (set by whoever draws it); without
+        one, as a plain PNG."""
+
+        alt = None
+
         def _repr_png_(self):
             return figure_png(self)
+
+        def _repr_mimebundle_(self, include=None, exclude=None):
+            png = figure_png(self)
+            if self.alt:
+                return image_output(png, self.alt)
+            return {"image/png": base64.b64encode(png).decode("ascii")}, {}
 
     return Figure, PngFigure
 
@@ -131,17 +210,27 @@ def log_axis(ax, which, ticks, scale="log", **scale_args):
 
 
 def show_slider(view, slider, describe):
-    """Display ``slider``, a caption and the frame ``view.update(value)``: a PNG image in an Output
-    widget, or an HTML string in an HTML widget.
+    """Display ``slider``, a caption and the frame ``view.update(value)`` in an HTML widget: a PNG as an
+    ``<img>`` with its alt text ``view.alt()`` (``img_html``), or the view's HTML; next to the widget, a
+    static picture of the frames at a few positions (``slider_positions``) for front-ends without
+    widgets (module docstring).
+
+    Not an ``ipywidgets.Output``: a notebook client that runs the notebook (nbclient, so ``jupyter
+    nbconvert --execute``, nbgrader, papermill) answers every output captured by an Output widget with
+    a comm message to the kernel on the shell socket, while it waits on that same socket for the cell's
+    reply; the send takes the socket's zmq wake-up, the reply stays unread and a client without a time
+    limit waits forever (Lab 12's Experiment 8 under ``jupyter nbconvert --execute``). Measured with the
+    stock client and a 3 s limit: 100 of 150 cells that showed a PNG in an Output widget waited out the
+    limit, 0 of 150 with the PNG in an HTML widget.
 
     Returns the VBox (slider, caption, frame). A student's function that fails at some slider value
     is reported in the caption; the last good frame stays.
     """
     import ipywidgets as widgets
-    from IPython.display import Image, display
+    from IPython.display import display
 
     note = widgets.HTML()
-    frame = None                                   # the frame's widget, made for the first frame's kind
+    frame = widgets.HTML()
 
     def redraw(value):
         nonlocal frame
@@ -152,20 +241,85 @@ def show_slider(view, slider, describe):
                           f"{type(err).__name__}: {err}</b>")
             return
         note.value = view.caption()
-        if frame is None:
-            frame = widgets.HTML() if isinstance(png_or_html, str) else widgets.Output()
-        if isinstance(png_or_html, str):
-            frame.value = png_or_html
-            return
-        with frame:
-            frame.clear_output(wait=True)
-            display(Image(data=png_or_html, format="png"))
+        frame.value = png_or_html if isinstance(png_or_html, str) else img_html(png_or_html, view.alt())
 
+    still = static_frames(view, slider_positions(slider), describe)
     slider.observe(lambda change: redraw(change["new"]), names="value")
     redraw(slider.value)
-    box = widgets.VBox([slider, note, frame or widgets.Output()])
-    display(box)
+    box = widgets.VBox([slider, note, frame])
+    data = box._repr_mimebundle_()                 # the widget, for front-ends that have widgets
+    metadata = {}
+    if still is not None:
+        extra, metadata = still
+        data.update(extra)                         # the picture (or tables) for those that have none
+    display(data, metadata=metadata, raw=True)
     return box
 
 
-__all__ = ["View", "figure_png", "canvas_png", "Figure", "PngFigure", "FastFigure", "log_axis", "show_slider"]
+def img_html(png, alt):
+    """An HTML ``<img>`` of PNG bytes with its alt text, no wider than its output area."""
+    import html
+
+    if not alt or not alt.strip():
+        raise ValueError("every image the course shows needs its alt text")
+    return (f'<img src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}" '
+            f'alt="{html.escape(alt, quote=True)}" style="max-width:100%;height:auto">')
+
+
+def slider_positions(slider):
+    """A few representative values of ``slider``: its two ends and where it starts, in order."""
+    import ipywidgets as widgets
+
+    if isinstance(slider, widgets.SelectionSlider):
+        values = [o[1] if isinstance(o, tuple) else o for o in slider.options]
+        ends = values[0], values[-1]
+    elif isinstance(slider, widgets.FloatLogSlider):
+        ends = slider.base ** slider.min, slider.base ** slider.max
+    else:
+        ends = slider.min, slider.max
+    return sorted({float(ends[0]), float(slider.value), float(ends[1])})
+
+
+def static_frames(view, values, describe):
+    """The view's frames at ``values`` as one output for front-ends without widgets: (data, metadata)
+    of a PNG of the frames one above the other, each under its value, with alt text saying what each
+    shows; for HTML frames, the tables one after the other. None if a frame fails (the widget's
+    caption then says why)."""
+    frames, alts = [], []
+    try:
+        for value in values:
+            frames.append(view.update(value))
+            alts.append(view.alt() if not isinstance(frames[-1], str) else "")
+    except Exception:  # noqa: BLE001 -- a student's function failed: the widget reports it
+        return None
+    heads = [f"{describe} = {value:g}" for value in values]
+    intro = (f"Slider {describe}, shown at {', '.join(f'{v:g}' for v in values)} (a static picture: "
+             f"this page shows no widgets).")
+    if all(isinstance(f, str) for f in frames):
+        html = "".join(f"<h4>{head}</h4>{table}" for head, table in zip(heads, frames))
+        return {"text/html": f"<p>{intro}</p>{html}", "text/plain": intro}, {}
+    alt = " ".join([intro] + [f"At {head}: {text}" for head, text in zip(heads, alts)])
+    return image_output(stack_pngs(frames, heads), alt)
+
+
+def stack_pngs(pngs, heads):
+    """One PNG of ``pngs`` one above the other, each under a line of text (``heads``)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    images = [Image.open(io.BytesIO(png)).convert("RGB") for png in pngs]
+    font = ImageFont.load_default(size=18)
+    line = 30
+    width = max(im.width for im in images)
+    sheet = Image.new("RGB", (width, sum(im.height + line for im in images)), "white")
+    draw, y = ImageDraw.Draw(sheet), 0
+    for im, head in zip(images, heads):
+        draw.text((8, y + 5), head, fill="black", font=font)
+        sheet.paste(im, (0, y + line))
+        y += im.height + line
+    buf = io.BytesIO()
+    sheet.save(buf, format="png", optimize=False, compress_level=6)
+    return buf.getvalue()
+
+
+__all__ = ["View", "palette", "series", "image_output", "show_png", "plain", "figure_png", "canvas_png", "Figure",
+           "PngFigure", "FastFigure", "log_axis", "show_slider", "img_html", "slider_positions", "static_frames", "stack_pngs"]

@@ -38,7 +38,7 @@ from course_utils.response_tree import ALL_PROMPTS, DEPTHS, N_ACTIONS, N_CONT, R
 from course_utils.reward_model import digit_counts
 from course_utils.tinylm import EOS, MAX_NEW, make_batch, sample, sequence_logprobs
 from course_utils.tree_optimum import soft_values
-from course_utils.views.base import FastFigure, PngFigure, View, show_slider
+from course_utils.views.base import MARKERS, FastFigure, PngFigure, View, palette, series, show_slider
 
 LAMBDAS = tuple(round(0.05 * i, 2) for i in range(21))        # the slider: 0, 0.05, ..., 1
 FIT_ITERS = 20          # batches the critic is fitted on (train_rlhf fits its own on cfg.iters = 120)
@@ -189,9 +189,10 @@ class CriticView(View):
         for t in range(MAX_NEW):
             pick = (self.depth == t).numpy()
             if pick.any():
-                a1.scatter(exact_v[pick], critic_v[pick], s=6, alpha=0.4, color=f"C{t}", label=f"t = {t}")
+                a1.scatter(exact_v[pick], critic_v[pick], s=8, alpha=0.4, color=palette()[t], marker=MARKERS[t],
+                           label=f"t = {t}")
         _diagonal(a1, exact_v, critic_v)
-        rms = float(np.sqrt(np.mean((critic_v - exact_v) ** 2)))
+        rms = self.critic_rms = float(np.sqrt(np.mean((critic_v - exact_v) ** 2)))
         a1.set_title(f"learned critic against exact V^π\n({m.sum():.0f} prefixes y<t, RMS error {rms:.3f})",
                      fontsize=10, y=1.0)                   # y given: no automatic title placement (slow)
         a1.set_xlabel("exact V^π(x, y<t)")                  # plain text: mathtext's first parse is slow
@@ -199,7 +200,7 @@ class CriticView(View):
         a1.legend(fontsize=8, markerscale=2)
 
         soft, exact = (v.numpy() for v in self.optimum_check)
-        a2.scatter(soft, exact, s=8, alpha=0.5, color="tab:green")
+        a2.scatter(soft, exact, s=8, alpha=0.5, color=palette()[0])
         _diagonal(a2, soft, exact)
         a2.set_title(f"at the optimum π* (β = {self.cfg.beta:g}): V^π* against\n"
                      f"the soft value, {len(soft)} prefixes (max gap {np.abs(soft - exact).max():.1e})", fontsize=10, y=1.0)
@@ -207,10 +208,9 @@ class CriticView(View):
         a2.set_ylabel("V^π*(s) (policy evaluation)")
 
         lams = np.array(LAMBDAS)
-        a3.plot(lams, self.curves["critic"], color="tab:blue", lw=2, label="with the learned critic")
-        a3.plot(lams, self.curves["exact"], color="tab:green", lw=2, label="with the exact V^π")
-        a3.plot(lams, self.curves["share"], color="tab:blue", lw=1, ls="--",
-                label="their difference (the critic's share)")
+        a3.plot(lams, self.curves["critic"], lw=2, label="with the learned critic", **series(0))
+        a3.plot(lams, self.curves["exact"], lw=2, label="with the exact V^π", **series(1))
+        a3.plot(lams, self.curves["share"], lw=1, label="their difference (the critic's share)", **series(2))
         a3.set_xlabel("GAE λ")
         a3.set_title("RMS error of GAE's returns against Q^π\n(over the same tokens)", fontsize=10, y=1.0)
         a3.set_ylim(0, None)
@@ -218,7 +218,7 @@ class CriticView(View):
         self.marker = a3.axvline(self.cfg.lam, color="black", lw=1)
 
         exact_a = self.exact_adv[m].numpy()
-        self.points = a4.scatter(exact_a, exact_a, s=6, alpha=0.4, color="tab:blue")
+        self.points = a4.scatter(exact_a, exact_a, s=6, alpha=0.4, color=palette()[0])
         _diagonal(a4, exact_a, exact_a, pad=0.6)
         a4.set_xlabel("exact A^π(x, y<t, yt)")
         a4.set_ylabel("GAE advantage (learned critic)")
@@ -235,7 +235,8 @@ class CriticView(View):
         exact_a, gae_a = self.exact_adv[m].numpy(), adv[m].numpy()
         self.points.set_offsets(np.column_stack([exact_a, gae_a]))
         self.marker.set_xdata([lam, lam])
-        corr = np.corrcoef(exact_a, gae_a)[0, 1]
+        corr = self.corr = np.corrcoef(exact_a, gae_a)[0, 1]
+        self.lam = lam
         self._caption = (f"lambda = {lam:g}: RMS error of the returns {self._rms(lam, 'critic'):.4f} with the critic, "
                          f"{self._rms(lam, 'exact'):.4f} with the exact V^pi")
         self.scatter_title.set_text(f"GAE(λ = {lam:g}) advantages against exact A^π\n"
@@ -247,6 +248,15 @@ class CriticView(View):
 
     def caption(self):
         return getattr(self, "_caption", "")
+
+    def alt(self):
+        best = LAMBDAS[int(np.argmin(self.curves["critic"]))]
+        return (f"Four panels at GAE lambda = {self.lam:g}. The learned critic's values against the exact V^pi "
+                f"at the same prefixes (RMS error {self.critic_rms:.3f}); at the optimum, V^pi* against the soft "
+                f"values, on the diagonal; the RMS error of GAE's returns against Q^pi for lambda from 0 to 1, "
+                f"with the learned critic (smallest at lambda = {best:g}) and with the exact V^pi; and GAE's "
+                f"advantages at lambda = {self.lam:g} against the exact A^pi (correlation {self.corr:.3f}). "
+                f"{self._caption}.")
 
     def display(self):
         """The lambda slider (0 to 1, starting at cfg.lam) and the four panels."""

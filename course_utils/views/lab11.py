@@ -24,7 +24,7 @@ import torch
 
 from course_utils.tinylm import TOKENS, VOCAB_SIZE, _allowed_logits, decode_responses, sample
 from course_utils.twotoken import joint, two_token_logits, two_token_policy
-from course_utils.views.base import FastFigure, Figure, View, figure_png, show_slider
+from course_utils.views.base import FastFigure, Figure, View, figure_png, palette, series, show_png, show_slider
 
 LABELS = [t.strip("<>") for t in TOKENS]        # short tick labels: 0..9 + = bos eos pad
 DPI = 72
@@ -130,7 +130,7 @@ class TemperatureView(View):
     def _build(self):
         self.fig = Figure(figsize=(12.5, 3.6), dpi=DPI, layout="constrained")
         ax1, ax2, ax3 = self.fig.subplots(1, 3, width_ratios=[1.2, 1, 1.1])
-        self.bars = ax1.bar(range(VOCAB_SIZE), np.zeros(VOCAB_SIZE), color="tab:blue")
+        self.bars = ax1.bar(range(VOCAB_SIZE), np.zeros(VOCAB_SIZE), color=palette()[0])
         ax1.set_xticks(range(VOCAB_SIZE), LABELS, fontsize=8)
         ax1.set_ylim(0, 1)
         ax1.set_ylabel("probability")
@@ -138,8 +138,8 @@ class TemperatureView(View):
         self.image = _heatmap(ax2, np.zeros((VOCAB_SIZE, VOCAB_SIZE)), "log10 pi_T(y1 y2 | x)",
                               vmin=np.log10(PROB_FLOOR), vmax=0, cmap="viridis")
         self.fig.colorbar(self.image, ax=ax2, shrink=0.8)
-        ax3.plot(self.temperatures, self.h_first, label="H(y1): next token")
-        ax3.plot(self.temperatures, self.h_pair, label="H(y1 y2): two tokens")
+        ax3.plot(self.temperatures, self.h_first, label="H(y1): next token", **series(0))
+        ax3.plot(self.temperatures, self.h_pair, label="H(y1 y2): two tokens", **series(1))
         self.markers = ax3.plot([1, 1], [0, 0], "o", color="black")[0]
         self.vline = ax3.axvline(1.0, color="gray", lw=1, ls="--")
         ax3.set_xlabel("temperature T")
@@ -186,6 +186,14 @@ class TemperatureView(View):
         self.markers.set_data([temperature, temperature], list(self.h))
         self.vline.set_xdata([temperature, temperature])
         return self.frame.png()
+
+    def alt(self):
+        top = int(np.argmax(self.first))
+        return (f"Three panels at temperature T = {self.temperature:g}. Left, bars: the next-token distribution "
+                f"for {self.prompt}; the most likely token is {LABELS[top]} with probability {self.first[top]:.2f}. "
+                f"Middle: a heatmap of log10 of the probability of each pair of tokens. Right: the entropy of the "
+                f"next token and of the two tokens against T from 0 to 3, both rising with T; here "
+                f"H(y1) = {self.h[0]:.3f} and H(y1 y2) = {self.h[1]:.3f} nats.")
 
     def caption(self):
         text = (f"T = {self.temperature:g}: H(y1) = {self.h[0]:.3f}, H(y1 y2) = {self.h[1]:.3f} nats")
@@ -243,15 +251,15 @@ class BetaView(View):
         ax = self.fig.subplots(1, 4, width_ratios=[1, 1, 1, 1.35])
         lo = np.log10(PROB_FLOOR)
         _heatmap(ax[0], _log_probs_image(self.ref), "log10 pi_ref(y1 y2)", vmin=lo, vmax=0, cmap="viridis")
-        rim = _heatmap(ax[1], self.rewards, "reward r(y1 y2)", vmin=-1, vmax=1, cmap="RdYlGn")
+        rim = _heatmap(ax[1], self.rewards, "reward r(y1 y2)", vmin=-1, vmax=1, cmap="PuOr")   # colour-blind safe
         self.fig.colorbar(rim, ax=ax[1], shrink=0.8)
         self.image = _heatmap(ax[2], _log_probs_image(self.ref), "log10 pi*", vmin=lo, vmax=0,
                               cmap="viridis")
         self.fig.colorbar(self.image, ax=ax[2], shrink=0.8)
         c = ax[3]
-        c.semilogx(self.betas, self.mean_r, label="E_pi*[r]", color="tab:green")
-        c.semilogx(self.betas, self.kl, label="KL(pi* || pi_ref)", color="tab:red")
-        c.semilogx(self.betas, self.J, label="J(pi*)", color="tab:blue")
+        c.semilogx(self.betas, self.mean_r, label="E_pi*[r]", **series(0))
+        c.semilogx(self.betas, self.kl, label="KL(pi* || pi_ref)", **series(1))
+        c.semilogx(self.betas, self.J, label="J(pi*)", **series(2))
         c.semilogx(self.betas, self.beta_log_Z, ls=":", color="black", lw=1.5, label="beta log Z")
         self.dots = c.plot([1.0] * 3, [0, 0, 0], "o", color="black", zorder=5)[0]
         self.vline = c.axvline(1.0, color="gray", lw=1, ls="--")
@@ -278,6 +286,14 @@ class BetaView(View):
         self.vline.set_xdata([beta, beta])
         self.ax_curves.set_title(f"E[r] = {mean_r:.3f}   KL = {kl:.3f}   J = {J:.3f}", fontsize=9)
         return self.frame.png()
+
+    def alt(self):
+        mean_r, kl, J, _ = self.values
+        return (f"Four panels at beta = {self.beta:.3g}. Heatmaps of log10 pi_ref, of the reward of each pair of "
+                f"tokens, and of log10 pi*, the tilted optimum, which puts its mass on high-reward pairs as beta "
+                f"falls. Right: E[r], KL(pi* || pi_ref), J and beta log Z against beta from 0.01 to 100 (log "
+                f"scale): E[r] and the KL fall as beta grows. Here E[r] = {mean_r:.3f}, KL = {kl:.3f}, "
+                f"J = {J:.3f}.")
 
     def caption(self):
         mean_r, kl, J, beta_log_Z = self.values
@@ -344,10 +360,11 @@ class KLEstimatorExperiment(View):
         fig = Figure(figsize=(10, 3.6), dpi=DPI, layout="constrained")
         ax1, ax2 = fig.subplots(1, 2)
         kl = [r["kl"] for r in self.rows]
-        for name, color in (("k1", "tab:blue"), ("k2", "tab:orange"), ("k3", "tab:green")):
+        for i, name in enumerate(("k1", "k2", "k3")):
+            style = series(i, markevery=None)
             ax1.errorbar(kl, [r[name]["bias"] for r in self.rows], yerr=[2 * r[name]["se"] for r in self.rows],
-                         fmt="o-", color=color, label=name, capsize=3)
-            ax2.loglog(kl, [r[name]["std"] for r in self.rows], "o-", color=color, label=name)
+                         label=name, capsize=3, **style)
+            ax2.loglog(kl, [r[name]["std"] for r in self.rows], label=name, **style)
         ax1.axhline(0, color="gray", lw=1)
         ax1.set_xscale("log")
         ax1.set_title(f"bias / KL  (0 = unbiased; bars: 2 standard errors of {self.n_samples} samples)",
@@ -358,12 +375,22 @@ class KLEstimatorExperiment(View):
             ax.legend(fontsize=8)
         return figure_png(fig, dpi="figure")
 
+    def alt(self):
+        """What the figure shows, in words, from the measured rows."""
+        def worst(name, key):
+            return max(abs(r[name][key]) for r in self.rows)
+        return (f"Two panels against the exact KL(pi_T || pi_ref), for T from {self.rows[0]['T']:g} to "
+                f"{self.rows[-1]['T']:g}, log scale. Left: the bias of k1, k2 and k3 relative to the KL, with "
+                f"bars of two standard errors; the largest |bias| is {worst('k1', 'bias'):.3f} for k1, "
+                f"{worst('k2', 'bias'):.3f} for k2 and {worst('k3', 'bias'):.3f} for k3. Right: the standard "
+                f"deviation of one sample relative to the KL; at the smallest KL it is "
+                f"{self.rows[0]['k1']['std']:.3g} for k1, {self.rows[0]['k2']['std']:.3g} for k2 and "
+                f"{self.rows[0]['k3']['std']:.3g} for k3.")
+
     def display(self):
         """Print the table and show the plot."""
-        from IPython.display import Image, display
-
         print(self.table())
-        display(Image(data=self.figure(), format="png"))
+        show_png(self.figure(), self.alt())
 
 
 # ----------------------------------------------------------------------------- soft values
@@ -420,16 +447,18 @@ class SoftValueView(View):
         ax1, ax2 = self.fig.subplots(1, 2)
         x = np.arange(VOCAB_SIZE)
         ax1.bar(x - 0.2, self.first, width=0.4, color="gray", label="pi_ref(y1)")
-        self.bars = ax1.bar(x + 0.2, self.first, width=0.4, color="tab:blue", label="pi*(y1)")
+        self.bars = ax1.bar(x + 0.2, self.first, width=0.4, color=palette()[0], hatch="//", label="pi*(y1)")
         ax1.set_xticks(x, LABELS, fontsize=8)
         ax1.set_ylim(0, 1.05)
         ax1.set_ylabel("probability of the first token")
         ax1.legend(fontsize=8, loc="upper right")
         ax1.set_title("pi*(y1) at beta = 1", fontsize=9)
         name = LABELS[self.token]
-        for curve, key, color, label in ((self.V0_curve, "V0", "tab:purple", "V0 = beta log Z"),
-                                         (self.V_curve, "V", "tab:blue", f"V({name})")):
-            ax2.semilogx(self.betas, curve, color=color, label=label)
+        for i, (curve, key, label) in enumerate(((self.V0_curve, "V0", "V0 = beta log Z"),
+                                                 (self.V_curve, "V", f"V({name})"))):
+            style = series(i)
+            color = style["color"]
+            ax2.semilogx(self.betas, curve, label=label, **{**style, "ls": "-"})
             ax2.axhline(self.limits[key][0], color=color, ls="--", lw=1)
             ax2.axhline(self.limits[key][1], color=color, ls=":", lw=1)
         self.dots = ax2.plot([1.0, 1.0], [0, 0], "o", color="black", zorder=5)[0]
@@ -457,6 +486,15 @@ class SoftValueView(View):
         self.dots.set_data([beta, beta], [self.V0, self.V[self.token]])
         self.vline.set_xdata([beta, beta])
         return self.frame.png()
+
+    def alt(self):
+        top = int(np.argmax(self.first_star))
+        name = LABELS[self.token]
+        return (f"Two panels at beta = {self.beta:.3g}. Left, bars: the first-token policies pi_ref(y1) and "
+                f"pi*(y1); pi* gives {LABELS[top]} the most probability, {self.first_star[top]:.2f}. Right: the "
+                f"soft values V0 = beta log Z and V({name}) against beta from 0.01 to 100 (log scale), each moving "
+                f"from the best reachable reward at small beta to the expected reward under pi_ref at large beta; "
+                f"here V0 = {self.V0:.3f} and V({name}) = {self.V[self.token]:.3f}.")
 
     def caption(self):
         return (f"beta = {self.beta:.3g}: V0 = beta log Z = {self.V0:.4f}, V({LABELS[self.token]}) = "
@@ -521,8 +559,8 @@ class KLEstimatorBothSides(View):
         fig = Figure(figsize=(7, 3.6), dpi=DPI, layout="constrained")
         ax = fig.subplots()
         temps = [r["T"] for r in self.rows]
-        for name, color in (("k1", "tab:blue"), ("k3", "tab:green")):
-            ax.semilogy(temps, [r["std"][name] for r in self.rows], "o-", color=color, label=name, ms=4)
+        for i, name in enumerate(("k1", "k3")):
+            ax.semilogy(temps, [r["std"][name] for r in self.rows], label=name, ms=4, **series(i, markevery=None))
         ax.axvline(1.0, color="gray", lw=1, ls=":")
         ax.set_xlabel("temperature T of pi = pi_T (pi_ref: T = 1)")
         ax.set_ylabel("std of one sample / KL")
@@ -530,8 +568,17 @@ class KLEstimatorBothSides(View):
         ax.legend(fontsize=8)
         return figure_png(fig, dpi="figure")
 
-    def display(self):
-        from IPython.display import Image, display
+    def alt(self):
+        """What the figure shows, in words, from the exact rows."""
+        ratio = [r["std"]["k1"] / r["std"]["k3"] for r in self.rows]
+        sharp, flat = self.rows[0], self.rows[-1]
+        return (f"One panel, log scale: the standard deviation of one sample of k1 and of k3, relative to the "
+                f"KL, against the temperature T of pi from {sharp['T']:g} to {flat['T']:g}, with pi_ref at T = 1. "
+                f"At T = {sharp['T']:g} (sharper than pi_ref) k1's is {sharp['std']['k1']:.3g} and k3's "
+                f"{sharp['std']['k3']:.3g}; at T = {flat['T']:g} (flatter) k1's is {flat['std']['k1']:.3g} and "
+                f"k3's {flat['std']['k3']:.3g}. The ratio std k1 / std k3 goes from {min(ratio):.3g} to "
+                f"{max(ratio):.3g} over the range.")
 
+    def display(self):
         print(self.table())
-        display(Image(data=self.figure(), format="png"))
+        show_png(self.figure(), self.alt())

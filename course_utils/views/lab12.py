@@ -28,7 +28,7 @@ from course_utils.response_tree import FEATURES, ResponseTree, complete_only, re
 from course_utils.runs import SWEEP_BETAS, RunCache
 from course_utils.runtime import progress
 from course_utils.tinylm import DIGITS, TOKENS, decode_responses, make_batch, sample
-from course_utils.views.base import FastFigure, PngFigure, View, log_axis, show_slider
+from course_utils.views.base import FastFigure, PngFigure, View, log_axis, palette, series, show_slider
 from course_utils.views.optimum import OptimumComparison, OptimumSlider
 from course_utils.views.critic import CriticView
 from course_utils.views.length import LossWeights
@@ -45,7 +45,6 @@ PANELS = {
     "malformed": ("malformed fraction", (-0.02, 1.02)),
     "digits": ("digits per response", (0.9, 4.1)),
 }
-COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
 
 
 def smooth(values, window=5):
@@ -131,21 +130,27 @@ def plot_rm_fit(acc, ceiling, agreement, weights):
     fig = PngFigure(figsize=(11, 3.4), layout="constrained")
     a1, a2, a3 = fig.subplots(1, 3, width_ratios=[1.1, 0.8, 1.3])
     bars = a1.bar(["coin flip", "your RM", "noise ceiling"], [0.5, acc, ceiling],
-                  color=["#bbbbbb", COLORS[0], "#444444"])
+                  color=["#bbbbbb", palette()[0], "#444444"])
     a1.bar_label(bars, fmt="%.3f")
     a1.set_ylim(0.45, max(ceiling, acc) + 0.03)
     a1.set_title("held-out pairs of the noisy labeler")
     a1.set_ylabel("fraction of pairs ordered right")
-    bars = a2.bar(["your RM"], [agreement], color=COLORS[2], width=0.5)
+    bars = a2.bar(["your RM"], [agreement], color=palette()[0], width=0.5)
     a2.bar_label(bars, fmt="%.3f")
     a2.set_ylim(0.45, 1.02)
     a2.axhline(1.0, color="#444444", lw=1, ls="--")
     a2.set_title("pairs with different gold scores,\nnoise-free order")
     w = np.asarray(weights, dtype=float)
-    a3.bar([TOKENS[d] for d in DIGITS], w, color=COLORS[4])
+    a3.bar([TOKENS[d] for d in DIGITS], w, color=palette()[1])
     a3.axhline(0, color="black", lw=0.8)
     a3.set_xlabel("digit")
     a3.set_title("RM weight per occurrence of each digit")
+    top, low = int(np.argmax(w)), int(np.argmin(w))
+    fig.alt = (f"Three bar panels of the reward model. Held-out pairs of the noisy labeler ordered right: "
+               f"coin flip 0.5, your RM {acc:.3f}, noise ceiling {ceiling:.3f}. Pairs with different gold scores "
+               f"in the noise-free order: {agreement:.3f}. The RM's weight per occurrence of each digit 0 to 9: "
+               f"largest for {TOKENS[DIGITS[top]]} ({w[top]:+.2f}), smallest for {TOKENS[DIGITS[low]]} "
+               f"({w[low]:+.2f}).")
     return fig
 
 
@@ -205,11 +210,11 @@ def plot_curves(runs, title=None, target_kl=None, window=5):
     fig = PngFigure(figsize=(12, 5.6), layout="constrained")
     axes = fig.subplots(2, 3, sharex=True).ravel()
     for i, (label, hist) in enumerate(runs.items()):
-        color = COLORS[i % len(COLORS)]
+        style = series(i)
         x = np.arange(len(hist["rm"]))
         for ax, key in zip(axes, METRICS):
-            ax.plot(x, hist[key], color=color, alpha=0.25, lw=0.8)
-            ax.plot(x, smooth(hist[key], window), color=color, lw=1.8, label=label)
+            ax.plot(x, hist[key], color=style["color"], alpha=0.25, lw=0.8)
+            ax.plot(x, smooth(hist[key], window), lw=1.8, label=label, **style)
     for ax, key in zip(axes, METRICS):
         panel_title, ylim = PANELS[key]          # not `title`: that is the figure's own
         ax.set_title(panel_title, fontsize=10)
@@ -228,6 +233,13 @@ def plot_curves(runs, title=None, target_kl=None, window=5):
     axes[METRICS.index("gold")].legend(fontsize=8, loc="lower left")
     if title:
         fig.suptitle(title)
+    fig.alt = (f"{title + '. ' if title else ''}Six panels over PPO iterations: "
+               + ", ".join(PANELS[key][0] for key in METRICS)
+               + (f"; the KL panel shows the target {target_kl:g}" if target_kl is not None else "")
+               + ". Over the last third of the iterations: "
+               + "; ".join(f"{label}: RM {last_third(h, 'rm'):+.2f}, gold {last_third(h, 'gold'):+.2f}, "
+                           f"KL {last_third(h, 'kl'):.2f}, accuracy {last_third(h, 'acc'):.2f}, malformed "
+                           f"{last_third(h, 'malformed'):.2f}" for label, h in runs.items()) + ".")
     return fig
 
 
@@ -236,17 +248,21 @@ def plot_controller(hist, target_kl, window=5):
     fig = PngFigure(figsize=(10, 3.2), layout="constrained")
     a1, a2 = fig.subplots(1, 2)
     x = np.arange(len(hist["kl"]))
-    a1.plot(x, hist["kl"], color=COLORS[0], alpha=0.3, lw=0.8)
-    a1.plot(x, smooth(hist["kl"], window), color=COLORS[0], lw=1.8, label="KL (moving average)")
+    a1.plot(x, hist["kl"], color=palette()[0], alpha=0.3, lw=0.8)
+    a1.plot(x, smooth(hist["kl"], window), color=palette()[0], lw=1.8, label="KL (moving average)")
     a1.axhline(target_kl, color="black", ls="--", lw=1, label=f"target {target_kl:g}")
     a1.axhspan(0.7 * target_kl, 1.3 * target_kl, color="black", alpha=0.06, label="target +- 30%")
     a1.set_title("KL to the SFT model")
     a1.legend(fontsize=8)
-    a2.plot(x, hist["beta"], color=COLORS[1], lw=1.8)
+    a2.plot(x, hist["beta"], color=palette()[1], lw=1.8)
     a2.set_title("beta, set by the controller")
     for ax in (a1, a2):
         ax.set_xlabel("PPO iteration")
         ax.grid(alpha=0.3)
+    fig.alt = (f"Two panels of the adaptive KL controller over {len(x)} PPO iterations. Left: the KL to the SFT "
+               f"model against its target {target_kl:g} (a band of +-30% around it); over the last third it "
+               f"averages {last_third(hist, 'kl'):.2f}. Right: beta, set by the controller, from "
+               f"{hist['beta'][0]:.3f} to {hist['beta'][-1]:.3f}.")
     return fig
 
 
@@ -257,17 +273,22 @@ def plot_overoptimization(sweep, window=5):
     fig = PngFigure(figsize=(11, 3.8), layout="constrained")
     axes = fig.subplots(1, 2, sharex=True)
     for i, (beta, hist) in enumerate(sweep.items()):
-        color = COLORS[i % len(COLORS)]
+        style = series(i)
         x = np.sqrt(np.maximum(smooth(hist["kl"], window), 0.0))
         for ax, key in zip(axes, ("gold", "rm")):
             y = smooth(hist[key], window)
-            ax.plot(x, y, color=color, lw=0.8, alpha=0.5)
-            ax.scatter(x, y, s=7, color=color, alpha=0.6, label=_label(beta))
+            ax.plot(x, y, color=style["color"], ls=style["ls"], lw=0.8, alpha=0.5)
+            ax.scatter(x, y, s=12, color=style["color"], marker=style["marker"], alpha=0.6, label=_label(beta))
     for ax, name in zip(axes, ("gold score (what we want)", "RM score (what we optimize)")):
         ax.set_title(name)
         ax.set_xlabel("sqrt(KL to the SFT model)")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8, loc="lower left")
+    ends = "; ".join(f"{_label(b)}: sqrt(KL) {np.sqrt(max(last_third(h, 'kl'), 0.0)):.2f}, gold "
+                     f"{last_third(h, 'gold'):+.2f}, RM {last_third(h, 'rm'):+.2f}" for b, h in sweep.items())
+    fig.alt = ("Two scatter panels, one dot per iteration of each run of the beta sweep: the gold score (left) "
+               "and the RM score (right) against the square root of the KL to the SFT model. Where each run "
+               f"ends, over the last third of its iterations: {ends}.")
     return fig
 
 
@@ -326,8 +347,8 @@ class CurveExplorer(View):
             refs = [ax.plot([], [], color="#555555", lw=1.4 if j == 0 else 0.8, ls="--" if j == 0 else ":",
                             label=["reference (same seed)", "reference (other seeds)"][j] if j < 2 else None)[0]
                     for j in range(n_ref)]
-            raw = ax.plot([], [], color=COLORS[0], alpha=0.25, lw=0.8)[0]
-            mine = ax.plot([], [], color=COLORS[0], lw=2, label="your run")[0]
+            raw = ax.plot([], [], color=palette()[0], alpha=0.25, lw=0.8)[0]
+            mine = ax.plot([], [], color=palette()[0], lw=2, label="your run")[0]
             self.lines.append((key, raw, mine, refs))
             title, ylim = PANELS[key]
             ax.set_title(title, fontsize=10)
@@ -374,7 +395,15 @@ class CurveExplorer(View):
                 y = smooth(refs[j][key], self.window) if j < len(refs) else []
                 line.set_data(np.arange(len(y)), y)
         self.title.set_text(self._title(beta))
+        self.beta = beta
         return self.frame.png()
+
+    def alt(self):
+        refs = self._references(self.beta)
+        return (f"Six panels over PPO iterations at {_label(self.beta)}: "
+                + ", ".join(PANELS[key][0] for key in METRICS)
+                + f"; your run solid, {len(refs)} reference runs dashed (same seed) and dotted (other seeds). "
+                + self._title(self.beta).replace("last third", "over the last third of the iterations,") + ".")
 
     def caption(self):
         return ""
@@ -522,13 +551,18 @@ class HealthSignals(View):
                   ("kl", "KL to the SFT model per iteration (nats)", "linear"))
         for ax, (key, title, scale) in zip(axes, panels):
             for i, (label, hist) in enumerate(self.histories.items()):
-                color = f"C{i}"
-                ax.plot(hist[key], color=color, alpha=0.25, lw=1)
-                ax.plot(smooth(hist[key], window), color=color, lw=2, label=label)
+                style = series(i)
+                ax.plot(hist[key], color=style["color"], alpha=0.25, lw=1)
+                ax.plot(smooth(hist[key], window), lw=2, label=label, **style)
             ax.set_yscale(scale)
             ax.set_title(title, fontsize=10)
             ax.set_xlabel("PPO iteration")
         axes[0].legend(fontsize=8)
+        fig.alt = ("Three panels over PPO iterations: the clip fraction, the value loss (log scale) and the KL to "
+                   "the SFT model. Over the last third of the iterations: "
+                   + "; ".join(f"{label}: clip fraction {last_third(h, 'clip_frac'):.3f}, value loss "
+                               f"{last_third(h, 'value_loss'):.4f}, KL {last_third(h, 'kl'):.2f}"
+                               for label, h in self.histories.items()) + ".")
         return fig
 
     def table(self):

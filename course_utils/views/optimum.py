@@ -16,7 +16,7 @@ import numpy as np
 from course_utils.response_tree import ResponseTree
 from course_utils.tree_optimum import TiltedOptimum, exact_optimum, policy_stats
 from course_utils.runs import SWEEP_BETAS
-from course_utils.views.base import FastFigure, Figure, PngFigure, View, log_axis, show_slider
+from course_utils.views.base import FastFigure, Figure, PngFigure, View, log_axis, palette, show_slider
 
 BETA_ZERO = 1e-3    # beta = 0 (no KL penalty) is shown at this beta: its optimum is the RM's argmax
 
@@ -75,10 +75,13 @@ def plot_sweep(rows):
     labels = [f"{r['beta']:g}" if r["beta"] > 0 else f"0\n(at {BETA_ZERO:g})" for r in rows]
     w = 0.27
     get = lambda who, key: np.array([getattr(r[who], key) for r in rows])
+    c = palette()
+    opt_style = dict(color=c[0], hatch="//", edgecolor="white")     # bars told apart by hatching too
+    ppo_style = dict(color=c[1])
 
     ax = axes[0]
-    ax.bar(x - w / 2, get("opt", "objective"), w, label="exact optimum J*", color="tab:green")
-    ax.bar(x + w / 2, get("ppo", "objective"), w, label="PPO policy J", color="tab:blue")
+    ax.bar(x - w / 2, get("opt", "objective"), w, label="exact optimum J*", **opt_style)
+    ax.bar(x + w / 2, get("ppo", "objective"), w, label="PPO policy J", **ppo_style)
     ax.axhline(0, color="k", lw=0.6)
     for xi, j_opt, j_ppo in zip(x, get("opt", "objective"), get("ppo", "objective")):
         ax.annotate(f"gap\n{j_opt - j_ppo:.3f}", (xi, max(j_opt, j_ppo, 0)), textcoords="offset points",
@@ -87,15 +90,15 @@ def plot_sweep(rows):
     ax.set_title("J = E[r] − β·KL(π ‖ π_ref): optimum vs PPO")
 
     ax = axes[1]
-    ax.bar(x - w, get("ppo", "kl_to_opt"), w, label="KL(PPO ‖ π*)", color="tab:red")
-    ax.bar(x, get("ppo", "kl"), w, label="KL(PPO ‖ π_ref)", color="tab:blue")
-    ax.bar(x + w, get("opt", "kl"), w, label="KL(π* ‖ π_ref)", color="tab:green")
+    ax.bar(x - w, get("ppo", "kl_to_opt"), w, label="KL(PPO ‖ π*)", color=c[2], hatch="..", edgecolor="white")
+    ax.bar(x, get("ppo", "kl"), w, label="KL(PPO ‖ π_ref)", **ppo_style)
+    ax.bar(x + w, get("opt", "kl"), w, label="KL(π* ‖ π_ref)", **opt_style)
     ax.set_yscale("log")
     ax.set_title("how far PPO is from the optimum (nats)")
 
     ax = axes[2]
-    ax.bar(x - w / 2, get("opt", "gold"), w, label="exact optimum", color="tab:green")
-    ax.bar(x + w / 2, get("ppo", "gold"), w, label="PPO policy", color="tab:blue")
+    ax.bar(x - w / 2, get("opt", "gold"), w, label="exact optimum", **opt_style)
+    ax.bar(x + w / 2, get("ppo", "gold"), w, label="PPO policy", **ppo_style)
     ax.axhline(rows[0]["sft"].gold, color="gray", ls="--", label="SFT model")
     ax.axhline(0, color="k", lw=0.6)
     ax.set_ylim(-1.05, 1.05)
@@ -104,6 +107,11 @@ def plot_sweep(rows):
         ax.set_xticks(x, labels)
         ax.set_xlabel("β")
         ax.legend(fontsize=8)
+    fig.alt = ("Three bar panels over the beta sweep, PPO's policy next to the exact optimum at each beta: the "
+               "objective J, the KLs (log scale), and the gold score. "
+               + "; ".join(f"beta {r['beta']:g}: J of PPO {r['ppo'].objective:+.3f} against J* {r['opt'].objective:+.3f}, "
+                           f"KL(PPO || pi*) {r['ppo'].kl_to_opt:.3f}, gold of PPO {r['ppo'].gold:+.2f} against "
+                           f"{r['opt'].gold:+.2f}" for r in rows) + f"; the SFT model's gold is {rows[0]['sft'].gold:+.2f}.")
     return fig
 
 
@@ -159,9 +167,9 @@ class OptimumSlider(View):
         self.fig = Figure(figsize=(14, 3.8), dpi=80)
         self.fig.subplots_adjust(left=0.04, right=0.99, bottom=0.15, top=0.8, wspace=0.3)
         axes = self.fig.subplots(1, 4, width_ratios=[1, 1, 1, 1.1])
-        spec = [("gold", "gold score of π*", "tab:green"),
-                ("reward", "RM score E[r] of π*", "tab:orange"),
-                ("kl", "KL(π* ‖ π_ref) (nats)", "tab:purple")]
+        spec = [("gold", "gold score of π*", palette()[0]),
+                ("reward", "RM score E[r] of π*", palette()[1]),
+                ("kl", "KL(π* ‖ π_ref) (nats)", palette()[4])]
         self.moving = []
         for ax, (key, title, color) in zip(axes, spec):
             ax.plot(self.betas, self.curves[key], color=color, label="π*")
@@ -186,7 +194,7 @@ class OptimumSlider(View):
         ax.set_yticks([])
         ax.set_xlabel("probability")
         ax.set_title(f"top responses of π* to {self.prompt} (gray: π_ref)", fontsize=10, y=1.0)
-        self.bars_opt = ax.barh(np.arange(6) - 0.2, np.zeros(6), 0.4, color="tab:green")
+        self.bars_opt = ax.barh(np.arange(6) - 0.2, np.zeros(6), 0.4, color=palette()[0], hatch="//", edgecolor="white")
         self.bars_ref = ax.barh(np.arange(6) + 0.2, np.zeros(6), 0.4, color="gray")
         self.labels = [ax.text(0.02, i, "", va="center", fontsize=9) for i in range(6)]
         self.title = self.fig.text(0.5, 0.93, "", ha="center", fontsize=12)
@@ -211,12 +219,22 @@ class OptimumSlider(View):
             inside = max(prob, prob_ref) > 0.7                       # a long bar: write on it
             self.labels[i].set_position((0.02, i - 0.2) if inside else (max(prob, prob_ref) + 0.02, i))
             self.labels[i].set_color("white" if inside else "black")
+        self.beta, self.st, self.top = beta, st, [(self.labels[i].get_text(), self.bars_opt[i].get_width(),
+                                                   self.bars_ref[i].get_width()) for i in range(3)]
         self.title.set_text(f"exact optimum at beta = {beta:.3g}:   gold {st['gold']:+.2f}   accuracy {st['acc']:.2f}"
                             f"   RM score {st['reward']:+.2f}   KL {st['kl']:.2f}   digits {st['digits']:.2f}")
         return self.frame.png()
 
     def caption(self):
         return ""
+
+    def alt(self):
+        st = self.st
+        top = "; ".join(f"{text} {p:.2f} (pi_ref {q:.2f})" for text, p, q in self.top)
+        return (f"Exact optimum pi* at beta = {self.beta:.3g}: gold {st['gold']:+.2f}, accuracy {st['acc']:.2f}, "
+                f"RM score {st['reward']:+.2f}, KL {st['kl']:.2f}, digits {st['digits']:.2f}. Three panels show the "
+                f"gold score, the RM score and the KL of pi* against beta from 0.001 to 10 (log scale), with the SFT "
+                f"model's level dashed; the fourth, pi*'s top responses to {self.prompt}: {top}.")
 
     def display(self):
         """A log-scale beta slider (1e-3 .. 10, starting at 0.1) with the plot below it."""

@@ -211,7 +211,9 @@ _SLIDER_JS = """el => {
     now: h ? h.getAttribute('aria-valuenow') : null,
     max: h ? h.getAttribute('aria-valuemax') : null,
     cell: cells.indexOf(cell),
-    imgs: view ? Array.from(view.querySelectorAll('.widget-output img')).map(i => i.src) : [],
+    imgs: view ? Array.from(view.querySelectorAll('.widget-html img')).map(i => i.src) : [],   // a frame: an <img> in an HTML widget
+    alts: view ? Array.from(view.querySelectorAll('.widget-html img')).map(i => i.alt) : [],
+    still: cell ? cell.querySelectorAll('.jp-RenderedImage img').length : 0,   // the static picture: not shown beside the widget
     html: view ? Array.from(view.querySelectorAll('.widget-html')).map(e => e.innerText).join('\\n') : '',
   };
 }"""
@@ -223,6 +225,7 @@ def sliders(page):
 
 def slider_state(slider):
     """{"label", "readout", "now", "max", "cell", "imgs": [src of each plot image in the slider's view],
+    "alts": [their alt texts], "still": images of the cell outside widgets (the static fallback),
     "html": text of the HTML widgets in its view}. The view is the VBox holding the slider."""
     return slider.evaluate(_SLIDER_JS)
 

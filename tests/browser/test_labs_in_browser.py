@@ -90,6 +90,8 @@ def test_solution_notebook_runs_and_sliders_redraw(lab_page, lab):
             before, after = jlab.move_slider(page, slider)
             print(f"[browser]   {label}: {before['readout']} -> {after['readout']}, "
                   f"{'new plot image' if before['imgs'] else 'new table'} (cell {before['cell']})")
+            assert all(len(alt) > 80 for alt in before["alts"] + after["alts"]), f"a frame without alt text: {after['alts']}"
+            assert after["still"] == 0, "JupyterLab drew the static picture meant for front-ends without widgets"
         jlab.show_view(page, slider)
         name = f"{lab}-slider{k}-{re.sub(r'[^A-Za-z0-9]+', '', label) or 'slider'}"
         print(f"[browser]   screenshot {jlab.shot(page, name)}")
