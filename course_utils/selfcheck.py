@@ -53,6 +53,15 @@ DONE = ("answered", "written")   # statuses that count as finished for the exit 
 ANSWER_STUB = "YOUR ANSWER HERE"  # what nbgrader leaves in a written answer's cell
 _BOLD_QUESTION = re.compile(r"^\*\*(Question \d\w* \(written[^*]*)\*\*", re.M)
 _PLACEHOLDER = re.compile(r"\bTODO\b|NotImplementedError|YOUR CODE HERE")
+_GREEK = {"alpha": "α", "beta": "β", "gamma": "γ", "lambda": "λ", "pi": "π", "rho": "ρ", "tau": "τ"}
+
+
+def plain(title):
+    """A heading's LaTeX as a terminal shows it: ``$k_1$`` -> ``k1``, ``$\\beta = 0$`` -> ``β = 0``."""
+    def math(m):
+        text = re.sub(r"\\([A-Za-z]+)", lambda g: _GREEK.get(g.group(1), g.group(1)), m.group(1))
+        return re.sub(r"[_^{}]", "", text)
+    return re.sub(r"\$([^$]+)\$", math, title)
 
 
 @dataclass
@@ -203,7 +212,7 @@ def verdicts(nb, errors, fatal=""):
             found.append(_answer_verdict(cell, heading))
             continue
         if cell.cell_type == "markdown":
-            titles = [ln.lstrip("#").strip() for ln in cell.source.splitlines() if ln.startswith("#")]
+            titles = [plain(ln.lstrip("#").strip()) for ln in cell.source.splitlines() if ln.startswith("#")]
             titles += [m.group(1).rstrip(".") for m in _BOLD_QUESTION.finditer(cell.source)]   # **Question 1 ...**
             heading = titles[-1] if titles else heading
             continue

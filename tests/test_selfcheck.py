@@ -164,3 +164,11 @@ def test_a_mistake_a_slow_cell_and_the_rest_passing(tmp_path, monkeypatch):
     slow = [v for v in found if "not a check" in v.label]
     assert [(v.status, v.message) for v in slow] == [("failed", "stopped after 15 s, as the graders would stop it")]
     assert path.read_bytes() == before                                      # the student's file is untouched
+
+
+def test_headings_lose_their_latex_in_labels():
+    """make check prints headings in a terminal: no raw ``$k_1$`` or ``$\\lambda$`` (controls: text without math)."""
+    assert selfcheck.plain("why can $k_1$ be negative when $k_3$ cannot?") == "why can k1 be negative when k3 cannot?"
+    assert selfcheck.plain("no KL penalty ($\\beta = 0$)") == "no KL penalty (β = 0)"
+    assert selfcheck.plain("GAE's $\\lambda$ and $\\pi^{*}$") == "GAE's λ and π*"
+    assert selfcheck.plain("Task 2 — `sample` (3 points)") == "Task 2 — `sample` (3 points)"
