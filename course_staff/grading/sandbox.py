@@ -79,11 +79,11 @@ def enabled(environ=os.environ):
     return environ.get("SANDBOX", "on").strip().lower() not in ("off", "0", "no", "false")
 
 
-def warn_if_off(stream=sys.stderr):
-    """Print the opt-out's warning when SANDBOX=off; returns whether it did."""
+def warn_if_off(stream=None):
+    """Print the opt-out's warning (to stderr) when SANDBOX=off; returns whether it did."""
     if enabled():
         return False
-    print(OFF_WARNING, file=stream, flush=True)
+    print(OFF_WARNING, file=stream or sys.stderr, flush=True)
     return True
 
 
