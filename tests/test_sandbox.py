@@ -13,7 +13,7 @@ Every attack is checked FROM OUTSIDE after grading -- files on disk, the gradebo
 on 127.0.0.1, the autograded notebooks' text -- and must succeed in ``open`` and fail when
 sandboxed; zed's grades are the same in both. Limits are set small in the course copy's config
 (2 GiB of memory, 64 MiB files), and the bombs are sized so that the open run stays cheap: the
-memory bomb reserves 6 GiB and touches 64 MiB of it, the file bomb writes one byte at 2 GiB
+memory bomb maps 6 GiB and touches 64 MiB of it, the file bomb writes one byte at 2 GiB
 (a sparse file).
 """
 
@@ -95,9 +95,9 @@ def attacks(course, port, marker):
             os.waitpid(_p, 0)
         print("ATTACK processes:", len(_kids), "running at once")
         try:
-            _m = bytearray(6 << 30)
-            for _i in range(0, 64 << 20, 4096):
-                _m[_i] = 1
+            import numpy
+            _m = numpy.zeros(6 << 30, dtype=numpy.uint8)     # private memory, mapped now, paged in when touched
+            _m[: 64 << 20] = 1
             print("ATTACK memory: 6 GiB")
             del _m
         except Exception:
