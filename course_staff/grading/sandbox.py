@@ -211,7 +211,7 @@ class SandboxedKernelManager(SteadyKernelManager):
     """SteadyKernelManager whose kernel runs in bubblewrap (module docstring); IPC transport."""
 
     cpu_seconds = Integer(1200, help="RLIMIT_CPU of the kernel: CPU seconds for a whole notebook").tag(config=True)
-    memory_mb = Integer(6144, help="RLIMIT_DATA of the kernel (heap and anonymous memory), MiB").tag(config=True)
+    memory_mb = Integer(4096, help="RLIMIT_DATA of the kernel (heap and anonymous memory), MiB").tag(config=True)
     processes = Integer(256, help="RLIMIT_NPROC: processes and threads in the sandbox").tag(config=True)
     file_mb = Integer(512, help="RLIMIT_FSIZE: the largest file the kernel may write, MiB").tag(config=True)
     _jail = Unicode("")
