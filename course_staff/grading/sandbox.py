@@ -64,7 +64,7 @@ UID_BASE = 1_500_000        # run as root, each kernel gets a uid of its own fro
 # run inside the sandbox before the kernel: the limits, the uid (root only), then exec the kernel
 _LIMITS = ("import os, resource, sys\n"
            "for name, value in {limits!r}.items():\n"
-           "    if value > 0: resource.setrlimit(getattr(resource, name), (value, value))\n"
+           "    resource.setrlimit(getattr(resource, name), (value, value))\n"
            "if {uid!r}:\n"
            "    os.setgroups([]); os.setresgid({uid!r}, {uid!r}, {uid!r}); os.setresuid({uid!r}, {uid!r}, {uid!r})\n"
            "os.execv(sys.argv[1], sys.argv[1:])\n")
@@ -120,7 +120,7 @@ def readonly_paths():
 
 
 def sandbox_uid():
-    """The uid (and gid) the kernel runs as when the grader is root, else None (the grader's own).
+    """The uid (also its gid) the kernel runs as when the grader is root, else None (the grader's own).
 
     Linux never applies RLIMIT_NPROC to uid 0, and root reads every file: a kernel of a root
     grader runs as a uid of its own, unused by anyone (UID_BASE + a random offset), so that its
@@ -184,6 +184,8 @@ def _seed_tmp(tmp):
         (tmp / sub).mkdir(parents=True, exist_ok=True)
     cache = Path(os.environ.get("MPLCONFIGDIR") or Path(os.environ.get("XDG_CACHE_HOME") or
                                                          Path.home() / ".cache") / "matplotlib")
+    if not any(cache.glob("fontlist-*.json")):     # built once, here: in the kernel its notice is stderr
+        subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], capture_output=True, timeout=300)
     for fontlist in cache.glob("fontlist-*.json"):
         shutil.copy2(fontlist, tmp / "matplotlib" / fontlist.name)
 
