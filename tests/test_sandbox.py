@@ -289,3 +289,29 @@ def test_the_kernel_sees_no_secret_no_network_and_a_process_limit(monkeypatch):
     seen = sandbox.probe()
     assert "COURSE_GRADER_SECRET" not in seen["env"] and not seen["network"]
     assert 0 < seen["nproc"] <= 1024 and seen["uid"] != 0
+
+
+def test_the_guard_removes_hooks_that_watch_cells_and_keeps_the_kernels_own():
+    """HOOK_GUARD in an IPython shell: what a fresh shell has hooked stays, a cell's pre_run_cell
+    hook and trace function go (and are named); run again, nothing is left to remove."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from course_staff.grading.nbgrader_plugins import HOOK_GUARD
+
+    shell = InteractiveShell()
+    try:
+        shell.run_cell(HOOK_GUARD, store_history=False)
+        fresh = shell.ev("_course_hook_found(None)")
+        assert shell.ev(f"_course_hook_found({fresh!r})") == []          # negative control: nothing to remove
+        shell.run_cell("import sys\n"
+                       "def _spy(info): print(info.raw_cell)\n"
+                       "get_ipython().events.register('pre_run_cell', _spy)\n"
+                       "sys.settrace(lambda *a: None)")
+        removed = shell.ev(f"_course_hook_found({fresh!r})")
+        assert any("pre_run_cell hook <function _spy" in r for r in removed) and \
+            any(r.startswith("sys.settrace") for r in removed), removed
+        assert shell.ev(f"_course_hook_found({fresh!r})") == []
+    finally:
+        import sys
+        sys.settrace(None)
+        shell.clear_instance()
