@@ -230,6 +230,7 @@ class SandboxedKernelManager(SteadyKernelManager):
 
     async def _async_pre_start_kernel(self, **kw):
         bwrap()                                             # no bubblewrap: stop here, saying why
+        self._drop_jail()                                   # a restart's: its kernel is gone
         self.transport = "ipc"
         self._uid = owner = sandbox_uid()
         self._jail = str(make_jail(kw.get("cwd"), owner))
@@ -267,7 +268,12 @@ class SandboxedKernelManager(SteadyKernelManager):
 
     async def _async_cleanup_resources(self, restart=False):
         await super()._async_cleanup_resources(restart=restart)
-        if self._jail and not restart:
+        self._drop_jail()
+
+    cleanup_resources = _async_cleanup_resources     # what nbclient calls on a dead kernel
+
+    def _drop_jail(self):
+        if self._jail:
             shutil.rmtree(self._jail, ignore_errors=True)
             self._jail = ""
 
