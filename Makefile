@@ -115,7 +115,7 @@ hub-stop: setup  ## stop it and remove its users, their homes, the exchange, its
 bench: setup  ## time every path students, TAs and instructors wait on
 	$(PY) benchmarks/bench.py
 
-bench-class: postgres-install  ## a class of 40 graded on PostgreSQL with JOBS=1, then JOBS=2
+bench-class: postgres-install sandbox-install  ## a class of 40 graded on PostgreSQL with JOBS=1, then JOBS=2
 	$(PY) benchmarks/bench_class.py
 
 science: setup  ## both labs' lessons and the Beyond PPO notebook's claims over 5 seeds, each against a negative control
