@@ -315,3 +315,17 @@ def test_the_guard_removes_hooks_that_watch_cells_and_keeps_the_kernels_own():
         import sys
         sys.settrace(None)
         shell.clear_instance()
+
+
+def test_a_hidden_line_that_students_also_see_is_no_quote():
+    """A line of a hidden test that a visible check carries too (``hint="..."``) may appear in an
+    honest traceback of that visible check; only lines students never see count as quoted."""
+    import nbformat
+
+    line = 'hint="do not change the inputs in place")'
+    hidden = nbformat.v4.new_code_cell(f"x = 1\n### BEGIN HIDDEN TESTS\nassert_close(a, b,\n    {line}\n### END HIDDEN TESTS")
+    visible = nbformat.v4.new_code_cell(f"assert_close(c, d,\n    {line}", outputs=[nbformat.v4.new_output(
+        "error", ename="AssertionError", evalue="no", traceback=[f"----> 2     {line}"])])
+    assert quoted_hidden_tests([hidden, visible]) == []
+    visible.source = "assert_close(c, d)"        # negative control: now only the hidden test has it
+    assert quoted_hidden_tests([hidden, visible])

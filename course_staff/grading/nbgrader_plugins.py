@@ -108,13 +108,14 @@ def has_hidden_tests(cell):
     return HIDDEN_BEGIN in cell.get("source", "")
 
 
-def hidden_lines(cell, shortest=16):
-    """The lines of a cell's hidden tests, stripped, that are at least ``shortest`` characters."""
+def hidden_lines(cell, shortest=16, hidden=True):
+    """The lines of a cell's hidden tests (hidden=False: its other lines), stripped, that are at
+    least ``shortest`` characters."""
     lines, inside = [], False
     for line in cell.get("source", "").splitlines():
         if HIDDEN_BEGIN in line or HIDDEN_END in line:
             inside = HIDDEN_BEGIN in line
-        elif inside and len(line.strip()) >= shortest:
+        elif inside == hidden and len(line.strip()) >= shortest:
             lines.append(line.strip())
     return lines
 
@@ -341,7 +342,8 @@ def quoted_hidden_tests(cells):
     Only a cell's own hidden tests may appear, in the traceback of its own error (nbgrader's
     autograded notebook, for the TA; feedback drops tracebacks: HideTestCode)."""
     hidden = {i: hidden_lines(c) for i, c in enumerate(cells) if c.cell_type == "code" and has_hidden_tests(c)}
-    everything = {line for lines in hidden.values() for line in lines}
+    visible = {line for c in cells if c.cell_type == "code" for line in hidden_lines(c, hidden=False)}
+    everything = {line for lines in hidden.values() for line in lines} - visible   # a line students see too is no secret
     reasons = []
     for index, cell in enumerate(cells):
         for output in cell.get("outputs", []):
