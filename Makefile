@@ -25,7 +25,7 @@ PGDIR  := .postgres
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: help setup repair lab student-edition test test-fast check-config release autograde feedback grades bench science sft browser clean
-.PHONY: record clear-manual postgres postgres-install postgres-stop bench-class hub hub-install hub-stop
+.PHONY: record clear-manual postgres postgres-install postgres-stop bench-class hub hub-install hub-stop sandbox-install sandbox
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -57,11 +57,20 @@ browser:  ## install Debian's chromium for the browser tests when it is missing
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium is missing: install it (apt-get install chromium) to run the browser tests"; fi; }
 
-test: setup browser postgres-install hub-install  ## run every test: course_utils, labs, mutants, nbgrader lifecycle, browser
+test: setup browser postgres-install hub-install sandbox-install  ## run every test: course_utils, labs, mutants, nbgrader lifecycle, browser
 	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -rfEs --durations=15   # two workers, a file each, longest first (tests/conftest.py); failures, errors and skip reasons named, the 15 slowest
 
 test-fast: setup  ## the unit tests only: nothing starts nbgrader, a kernel, a venv, a browser or training
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow" -rfEs --durations=5   # both cores
+
+sandbox-install: setup  ## install Debian's bubblewrap (the grading sandbox) when it is missing (as root)
+	@command -v bwrap >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	  else echo "bubblewrap is missing: install it (apt-get install bubblewrap) to grade in the sandbox"; fi; }
+
+sandbox: sandbox-install  ## is the grading sandbox on here? start one and print what student code sees
+	$(PY) -m course_staff.grading.sandbox
 
 check-config: setup  ## fail loudly if nbgrader_config.py has an error (nbgrader would only log it)
 	$(PY) -m course_staff.grading.nbgrader_plugins nbgrader_config.py
@@ -73,7 +82,7 @@ release: check-config  ## regenerate release/ from source/ (run after editing a 
 record: check-config  ## TA, once per term: record the labs in the gradebook (release/ untouched)
 	$(PY) -m course_staff.grading.class_grading record $(LABS)
 
-autograde: check-config  ## TA: grade what is collected and not graded yet (LAB=, JOBS=n, SHARD=k/n)
+autograde: check-config sandbox-install  ## TA: grade what is collected and not graded yet (LAB=, JOBS=n, SHARD=k/n)
 	$(PY) -m course_staff.grading.class_grading autograde $(LAB) --jobs $(JOBS) --shard $(SHARD)
 
 feedback: check-config  ## TA: write feedback HTML for every autograded submission (LAB=...)
@@ -101,7 +110,7 @@ postgres: postgres-install  ## start a throwaway local PostgreSQL gradebook (a T
 postgres-stop: setup  ## stop it and delete its data
 	$(PY) -m course_staff.grading.postgres stop $(PGDIR)
 
-hub-install: setup postgres-install  ## install the hub's pinned jupyterhub (PyPI) and configurable-http-proxy (npm) when missing
+hub-install: setup postgres-install sandbox-install  ## install the hub's pinned jupyterhub (PyPI) and configurable-http-proxy (npm) when missing
 	@command -v npm >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
@@ -117,7 +126,7 @@ hub-stop: setup  ## stop it and remove its users, their homes, the exchange, its
 bench: setup  ## time every path students, TAs and instructors wait on
 	$(PY) benchmarks/bench.py
 
-bench-class: postgres-install  ## a class of 40 graded on PostgreSQL with JOBS=1, then JOBS=2
+bench-class: postgres-install sandbox-install  ## a class of 40 graded on PostgreSQL with JOBS=1, then JOBS=2
 	$(PY) benchmarks/bench_class.py
 
 science: setup  ## both labs' lessons and the Beyond PPO notebook's claims over 5 seeds, each against a negative control

@@ -15,6 +15,7 @@ try:
     from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
     from nbgrader import preprocessors as pp
 
+    from course_staff.grading import sandbox
     from course_staff.grading.late_policy import LatePolicy
     from course_staff.grading.manual_scores import ReportManualScores
     from course_staff.grading.nbgrader_plugins import (ClearWidgetState, FlagTampering, FlagWrittenAnswers,
@@ -55,7 +56,15 @@ try:
     c.Execute.shutdown_kernel = "immediate"   # a kernel that imported torch is slow to exit politely
     # ... and its client polls in short slices: on a busy machine a missed zmq wake-up would otherwise
     #     hold a finished cell until its time limit (course_utils/kernel_client.py)
-    c.Execute.kernel_manager_class = "course_utils.kernel_client.SteadyKernelManager"
+    # ... in a bubblewrap sandbox: no network, no secret, none of the course's files but the
+    #     submission's own (a private copy), limits on CPU, memory, processes, file size
+    #     (course_staff/grading/sandbox.py); a kernel that cannot be sandboxed is not started.
+    #     SANDBOX=off opts out, with a warning on every command (docs/ta_guide.md)
+    if sandbox.enabled():
+        c.Execute.kernel_manager_class = "course_staff.grading.sandbox.SandboxedKernelManager"
+    else:
+        sandbox.warn_if_off()
+        c.Execute.kernel_manager_class = "course_utils.kernel_client.SteadyKernelManager"
     c.OverwriteCells.add_missing_cells = True
     # ... and the log names the student whose read-only cells were edited, but stays quiet about
     #     test cells that only lack their hidden tests (every honest submission)

@@ -17,6 +17,10 @@ Run in the course directory (where nbgrader_config.py is). ``autograde``:
    is replaced; the student it was grading is reported and left for the next run, and every
    student graded before stays graded. Run the same command again to grade what is left.
 
+Every notebook runs in the grading sandbox (course_staff/grading/sandbox.py, configured in
+nbgrader_config.py): where it cannot start, ``autograde`` stops before grading anyone, saying how
+to install it; SANDBOX=off grades without it and says so on every run.
+
 Several workers need a gradebook that takes several writers: PostgreSQL (NBGRADER_DB_URL). With
 the default SQLite file, ``jobs`` above 1 stops with a message. A lock file keeps a second run on
 the same machine and lab from grading the same students at the same time. Output: a line per
@@ -40,6 +44,7 @@ from datetime import timezone
 from pathlib import Path
 
 from course_staff.course import config
+from course_staff.grading import sandbox
 
 RERUN = "make autograde LAB={lab} JOBS={jobs}{shard}"
 
@@ -254,6 +259,7 @@ def _errors(result):
 def autograde(course, lab, jobs=1, shard=(1, 1), out=print):
     """Grade what is left of ``lab`` in ``course``; returns an Outcome (also printed)."""
     course = Path(course).resolve()
+    sandboxed = sandbox.require()        # stops here if student code could not be sandboxed
     url = gradebook_url(course)
     if jobs > 1 and is_sqlite(url):
         raise SystemExit(
@@ -277,7 +283,8 @@ def autograde(course, lab, jobs=1, shard=(1, 1), out=print):
     where = f" in shard {k}/{n}" if n > 1 else ""
     out(f"{lab}: {len(mine)} submissions{where} ({len(everyone)} collected), {len(done)} already "
         f"graded, {len(todo)} to grade with {min(jobs, len(todo))} worker(s); gradebook "
-        f"{'SQLite' if is_sqlite(url) else url.split('@')[-1]}")
+        f"{'SQLite' if is_sqlite(url) else url.split('@')[-1]}; "
+        f"{'every notebook in the sandbox' if sandboxed else 'NO SANDBOX (SANDBOX=off)'}")
     t0 = time.perf_counter()
     workers = [_start_worker(course, lab) for _ in range(min(jobs, len(todo)))]   # they start up ...
     if not recorded(url, lab):                                                   # ... meanwhile

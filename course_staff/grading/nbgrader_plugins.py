@@ -6,9 +6,12 @@ HideTestCode      -- generate_feedback: a failed check shows its error type and 
                      traceback, which would quote the lines of a hidden test.
 SurviveKernelDeath -- autograde: a cell that kills the kernel (os._exit, a crash, out of memory)
                      scores like a failing cell instead of leaving the whole notebook ungraded;
-                     a kernel that dies while starting is started again.
+                     a kernel that dies while starting is started again; before each cell with
+                     hidden tests, hooks that could watch it run are removed (and reported).
 FlagTampering     -- autograde: a notebook whose cells rebind the checks (``assert_close = ...``)
-                     or patch a module (``torch.allclose = ...``) is held at 0 for a TA's review.
+                     or patch a module (``torch.allclose = ...``), whose kernel had hooks that watch
+                     cells run (SurviveKernelDeath removes them before each hidden test), or whose
+                     outputs quote a hidden test (blanked) is held at 0 for a TA's review.
 FlagWrittenAnswers -- autograde: every written answer waits for a TA ("needs manual grade"), a
                      blank one included (it keeps the 0 that nbgrader gives it).
 ReportNotebookProblems -- autograde, first: what is wrong with the submitted file (a pasted cell, a
@@ -34,7 +37,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader import utils
 from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor, OverwriteCells
-from traitlets import Integer
+from traitlets import Bool, Integer
 
 from course_staff.course import WITHHELD, config, is_grade, is_locked, is_solution, is_written_answer
 
@@ -66,6 +69,63 @@ class HideTestCode(NbGraderPreprocessor):
         return cell, resources
 
 
+HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+# run silently in the kernel before each cell with hidden tests: ``_course_hook_found(None)`` lists
+# the hooks that could watch a cell run (IPython's events and input/AST transformers, the trace
+# and profile functions of sys and threading); given that list from a fresh kernel, it removes
+# every other hook whose code is not a library's (installed under sys.prefix, read-only in the
+# sandbox) and returns what it removed
+HOOK_GUARD = """
+def _course_hook_guard():
+    import os, sys, threading
+    ip = get_ipython()
+    libraries = tuple(os.path.join(p, "") for p in {sys.prefix, sys.base_prefix, os.path.realpath(sys.base_prefix)})
+    def library(hook):      # a library's own code (e.g. matplotlib's inline backend), not a cell's
+        file = getattr(getattr(getattr(hook, "__func__", hook), "__code__", None), "co_filename", "")
+        return file.startswith(libraries) and os.path.isfile(file)
+    def hooks():            # {description: (hook, how to remove it)}
+        found = {f"IPython {event} hook {cb!r}": (cb, lambda cbs=ip.events.callbacks[event], cb=cb: cbs.remove(cb))
+                 for event in ip.events.callbacks for cb in ip.events.callbacks[event]}
+        for name in ("input_transformers_cleanup", "input_transformers_post", "ast_transformers"):
+            found.update({f"IPython {name} {t!r}": (t, lambda ts=getattr(ip, name), t=t: ts.remove(t))
+                          for t in getattr(ip, name, [])})
+        for name, get, put in (("sys.settrace", sys.gettrace, sys.settrace), ("sys.setprofile", sys.getprofile, sys.setprofile),
+                               ("threading.settrace", threading.gettrace, threading.settrace),
+                               ("threading.setprofile", threading.getprofile, threading.setprofile)):
+            if get() is not None:
+                found[f"{name}({get()!r})"] = (get(), lambda put=put: put(None))
+        return found
+    def check(allowed):
+        here = hooks()
+        if allowed is None:
+            return sorted(here)
+        removed = []
+        for what, (hook, remove) in here.items():
+            if what not in allowed and not library(hook):
+                remove()
+                removed.append(what.split(" at 0x")[0])
+        return removed
+    return check
+_course_hook_found = _course_hook_guard()
+"""
+
+
+def has_hidden_tests(cell):
+    return HIDDEN_BEGIN in cell.get("source", "")
+
+
+def hidden_lines(cell, shortest=16, hidden=True):
+    """The lines of a cell's hidden tests (hidden=False: its other lines), stripped, that are at
+    least ``shortest`` characters."""
+    lines, inside = [], False
+    for line in cell.get("source", "").splitlines():
+        if HIDDEN_BEGIN in line or HIDDEN_END in line:
+            inside = HIDDEN_BEGIN in line
+        elif inside == hidden and len(line.strip()) >= shortest:
+            lines.append(line.strip())
+    return lines
+
+
 class SurviveKernelDeath(Execute):
     """nbgrader's Execute (configured as ``c.Execute``), except that when a cell kills the kernel,
     that cell gets an error output, a new kernel replays the code cells above it (skipping cells
@@ -77,12 +137,16 @@ class SurviveKernelDeath(Execute):
     process before it binds them ("Kernel died before replying to kernel_info")."""
 
     max_kernel_deaths = Integer(3, help="Give up on a notebook after this many kernel deaths").tag(config=True)
+    guard_hooks = Bool(True, help="Remove hooks that watch cells run before each hidden test").tag(config=True)
     kernel_starts = Integer(3, help="Tries to start a kernel that dies while starting").tag(config=True)
 
     async def async_start_new_kernel_client(self):
         for attempt in range(1, self.kernel_starts + 1):
             try:
-                return await super().async_start_new_kernel_client()
+                client = await super().async_start_new_kernel_client()
+                if self.guard_hooks:
+                    self._hooks_allowed = await self._guard("None")     # what a fresh kernel has hooked
+                return client
             except RuntimeError as error:    # nbclient has shut that kernel down and dropped its manager
                 if attempt == self.kernel_starts:
                     raise
@@ -95,9 +159,31 @@ class SurviveKernelDeath(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self._skip_on_replay = set()
-        return super().preprocess(nb, resources, km)
+        self._captures = []
+        nb, resources = super().preprocess(nb, resources, km)
+        if self._captures:
+            resources.setdefault("nbgrader", {})["hidden_test_captures"] = sorted(set(self._captures))
+        return nb, resources
+
+    async def _guard(self, allowed):
+        """Run HOOK_GUARD silently in the kernel: it removes every hook not in ``allowed`` (the
+        repr of a fresh kernel's list) and returns what it removed; with "None", the hooks there are."""
+        msg_id = self.kc.execute(f"{HOOK_GUARD}\ndel _course_hook_guard", silent=True, store_history=False,
+                                 user_expressions={"found": f"_course_hook_found({allowed})"})
+        reply = await self.async_wait_for_reply(msg_id)
+        found = (reply or {}).get("content", {}).get("user_expressions", {}).get("found", {})
+        try:
+            return ast.literal_eval(found["data"]["text/plain"])
+        except (KeyError, ValueError, SyntaxError):
+            return ["the kernel's hooks could not be checked (the check's own code was tampered with)"]
 
     def preprocess_cell(self, cell, resources, index):
+        if self.guard_hooks and cell.cell_type == "code" and has_hidden_tests(cell) \
+                and getattr(self, "kc", None) is not None:
+            found = run_sync(self._guard)(repr(self._hooks_allowed))
+            if found:
+                where = cell.metadata.get("nbgrader", {}).get("grade_id", f"#{index}")
+                self._captures += [f"before cell {where}: {what}" for what in found]
         try:
             return super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
@@ -241,14 +327,55 @@ def tampering(cells):
     return reasons
 
 
+QUOTED = "[output removed by the grader: it quoted a hidden test]"
+
+
+def _texts(output):
+    """The text fields of an output: (container, key) pairs whose value is a str or list of str."""
+    if "text" in output:
+        yield output, "text"
+    for mime, value in output.get("data", {}).items():
+        if isinstance(value, (str, list)):
+            yield output["data"], mime
+    for key in ("evalue", "traceback", "ename"):
+        if key in output:
+            yield output, key
+
+
+def quoted_hidden_tests(cells):
+    """Blank every output that quotes a line of a hidden test (a submission that captured the
+    hidden tests as they ran, printed them or planted them in an error) and return the reasons.
+    Only a cell's own hidden tests may appear, in the traceback of its own error (nbgrader's
+    autograded notebook, for the TA; feedback drops tracebacks: HideTestCode)."""
+    hidden = {i: hidden_lines(c) for i, c in enumerate(cells) if c.cell_type == "code" and has_hidden_tests(c)}
+    visible = {line for c in cells if c.cell_type == "code" for line in hidden_lines(c, hidden=False)}
+    everything = {line for lines in hidden.values() for line in lines} - visible   # a line students see too is no secret
+    reasons = []
+    for index, cell in enumerate(cells):
+        for output in cell.get("outputs", []):
+            for holder, key in _texts(output):
+                value = holder[key]
+                text = "\n".join(value) if isinstance(value, list) else value
+                allowed = set(hidden.get(index, ())) if key == "traceback" else set()
+                quoted = [line for line in everything - allowed if line in text]
+                if quoted:
+                    holder[key] = [QUOTED] if isinstance(value, list) else QUOTED
+                    where = cell.metadata.get("nbgrader", {}).get("grade_id") or f"#{index}"
+                    reasons.append(f"cell {where}: its output quoted a hidden test ({quoted[0][:40]!r}...)")
+    return reasons
+
+
 class FlagTampering(NbGraderPreprocessor):
     """Autograde, after SaveAutoGrades: a notebook whose editable cells tamper with the checks
     (see ``tampering``) gets 0 on every check cell, each marked "needs manual grade", and the
     reasons as the comment of its first solution cell. A TA reviews it in the formgrader: a
     manual score replaces the 0. Written answers, graded by hand anyway, are left as they are."""
 
+    scan_outputs = Bool(True, help="Blank outputs that quote a hidden test (and hold the notebook at 0)").tag(config=True)
+
     def preprocess(self, nb, resources):
-        reasons = tampering(nb.cells)
+        reasons = tampering(nb.cells) + (quoted_hidden_tests(nb.cells) if self.scan_outputs else []) \
+            + [f"hooks that watch cells run, removed {c}" for c in resources["nbgrader"].get("hidden_test_captures", [])]
         if not reasons:
             return nb, resources
         info = resources["nbgrader"]

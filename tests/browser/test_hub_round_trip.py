@@ -381,6 +381,7 @@ EOF""")
     t0 = time.monotonic()
     graded_log = _as(state, instructor, f"python -m course_staff.grading.class_grading autograde {LAB} --jobs 2", timeout=600)
     print(f"[hub] autograde JOBS=2 on PostgreSQL, {time.monotonic() - t0:.0f} s:\n{graded_log[-1500:]}")
+    assert "every notebook in the sandbox" in graded_log, "the instructor's grading must run in the sandbox"
     # -- 4. student 2 against student 1 and the course: terminal, file browser, then the control
     probe, n_targets = _probe_script(state, inbound)
     with step(page, f"{s2}-terminal-probes-others-files"):
