@@ -222,6 +222,38 @@ def test_a_renamed_solution_expression_is_found():
     assert [sol for _, sol, _, _ in solution_in_visible_checks(nb)] == ["bt_loss_solution"]
 
 
+# ----------------------------------------------------------------------------- rungs teach, not the API
+# A rung names the idea and the family of operations, never the function that is the line: no
+# `torch.x` / `np.x` / `F.x` and none of the library functions the solutions call by name.
+API = re.compile(r"\b(?:torch|np|numpy|F)\.\w+|\b(?:gather|multinomial|logsumexp|logaddexp|expm1|log1p|softplus|"
+                 r"logsigmoid|log_softmax|clamp|masked_fill|take_along_dim|argmax|errstate|itertools|combinations)\b")
+
+
+def named_apis(nb):
+    """[(rung, name)] of every library function a hint rung names."""
+    found = []
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        for summary, body in re.findall(r"<details><summary>(Hint[^<]*)</summary>(.*?)</details>", cell.source, re.S):
+            found += [(summary, name) for name in API.findall(body)]
+    return found
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_no_hint_rung_names_the_api(lab):
+    found = named_apis(_read(REPO / "source" / lab / f"{lab}.ipynb"))
+    assert not found, "\n".join(f"{lab} {rung!r} names {name}" for rung, name in found)
+
+
+def test_a_rung_naming_the_api_is_found():
+    nb = _read(REPO / "source" / "lab11" / "lab11.ipynb")
+    cell = next(c for c in nb.cells if "<summary>Hint 2" in c.source)
+    cell.source = cell.source.replace("<summary>Hint 2 — the structure</summary>\n\n",
+                                      "<summary>Hint 2 — the structure</summary>\n\nUse `torch.expm1`. ", 1)
+    assert ("Hint 2 — the structure", "torch.expm1") in named_apis(nb)
+
+
 def _ladder(nb, solution_id):
     """The markdown between the code cell before a task's solution cell and that cell."""
     index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == solution_id)
