@@ -52,23 +52,19 @@ CLAIMS = (
       "from sample to sample: it is noisy.", "lab11.kl_estimators.unbiased", "lab11.kl_estimators.k3_quiet"),
     C("lab11", "$k_2$ is never negative and, for nearby policies, much less noisy than $k_1$, but it is biased",
       "lab11.kl_estimators.k2_quiet", "lab11.kl_estimators.k2_biased"),
-    C("lab11", r"$k_3 = k_1 + (\rho - 1)$ is unbiased too, never negative, and much less noisy for nearby policies.",
+    C("lab11", r"$k_3 = k_1 + (w - 1)$ is unbiased too, never negative, and much less noisy for nearby policies.",
       "lab11.kl_estimators.unbiased", "lab11.kl_estimators.k3_quiet"),
     C("lab11", r"Expected: $k_1$ and $k_3$ have bias $\approx 0$ (up to sampling noise), $k_2$ does not once the "
       "policies drift apart; $k_3$'s spread is far below $k_1$'s when $\\pi$ is close to $\\pi_{\\text{ref}}$.",
       "lab11.kl_estimators.unbiased", "lab11.kl_estimators.k2_biased", "lab11.kl_estimators.k3_quiet"),
-    C("lab11", r"$\rho - 1$ is a control variate that cancels most of $k_1$'s noise when $\rho \approx 1$.",
+    C("lab11", r"$w - 1$ is a control variate that cancels most of $k_1$'s noise when $w \approx 1$.",
       "lab11.kl_estimators.k3_quiet"),
     C("lab11", r"$k_1$ in a loss pulls nowhere on average, whatever its value", T + "test_k1_gradient_has_mean_zero"),
     C("lab11", r"$k_3$ in a loss follows the gradient of the *other* KL",
       "tests/test_beyond_ppo.py::test_k3_in_the_loss_follows_the_gradient_of_the_reverse_kl"),
     C("lab11", r"$k_3$'s low variance makes it the better estimator to *report* the KL, not the better term to "
       "differentiate.", "lab11.kl_estimators.k3_quiet", T + "test_k1_gradient_has_mean_zero"),
-    C("lab11", r"so neither is the gradient of $\mathrm{KL}(\pi_\theta \,\|\, \pi_{\text{ref}})$ (choosing $k_3$ for "
-      "its sign or its variance alone earns nothing here)",
-      T + "test_k1_gradient_has_mean_zero", "tests/test_beyond_ppo.py::test_k3_in_the_loss_follows_the_gradient_of_the_reverse_kl"),
     C("lab11", r"which is largest, equal to $\beta \log Z$, exactly when $\pi = \pi^*$.", "lab11.optimum.best"),
-    C("lab11", r"the maximum of $J$ is $\beta \log Z$, reached at $\pi^*$ and nowhere else", "lab11.optimum.best"),
     C("lab11", r"$1 \cdot \log \frac{1}{\pi_{\text{ref}}(\texttt{12})} = -\log \pi_{\text{ref}}(\texttt{12}) \approx 0.33$",
       T + "test_kl_levels_off_at_minus_log_ref_of_12"),
     C("lab11", "a *soft* maximum", T + "test_soft_value_lies_between_its_limits"),
@@ -80,7 +76,7 @@ CLAIMS = (
       r"noisy as one of $k_3$, at $T = 0.6$ $k_3$ is already about 2.7 times noisier, and at $T = 0.4$ its standard "
       r"deviation is about $3 \cdot 10^4$ times the KL, against about 2 for $k_1$: four orders of magnitude worse.",
       T + "test_k1_and_k3_spreads_cross_near_t_0_7", T + "test_the_k1_k3_gap_at_t_0_8_0_6_and_0_4"),
-    C("lab11", r"then the control variate $\rho - 1$ cancels part of $k_1$'s noise (most of it near $T = 1$: $k_3$'s "
+    C("lab11", r"then the control variate $w - 1$ cancels part of $k_1$'s noise (most of it near $T = 1$: $k_3$'s "
       r"spread is less than half of $k_1$'s up to $T = 1.2$).", T + "test_k3_cancels_most_of_k1s_noise_near_t1_and_part_above"),
     C("lab11", r"$k_3$ is the better estimator only near $\pi_{\text{ref}}$ or for flatter policies.",
       T + "test_k1_and_k3_spreads_cross_near_t_0_7", T + "test_k3_cancels_most_of_k1s_noise_near_t1_and_part_above"),
@@ -89,10 +85,6 @@ CLAIMS = (
     # ------------------------------------------------------------------ Lab 12
     C("lab12", "It was trained by supervised fine-tuning (SFT) on sloppy demonstrations, so it is often right, sometimes "
       "wrong, and sometimes answers nothing at all.", T + "test_sft_is_right_about_three_times_in_four"),
-    C("lab12", "Almost all that these rankings can teach a digit-counting model is \"an answer beats a blank\", and "
-      "counting digits knows that already.", "lab12.reward_model.as_counting"),
-    C("lab12", "With nothing holding it near the SFT model, PPO does exactly what it is told: it maximizes the reward "
-      "model's score.", "lab12.kl_penalty.hack"),
     C("lab12", "Reason: `DigitRM` is linear in the digit counts with every weight positive", "lab12.reward_model.sign"),
     C("lab12", "Once blanks are gone, the only way left to raise the RM score is to add digits, which the labeler does "
       "not want: gold falls.", "lab12.kl_penalty.hack", "lab12.hack.spams_heavy"),
@@ -107,7 +99,6 @@ CLAIMS = (
       "data).", "lab12.reward_model.ceiling"),
     C("lab12", "Against the gold order, the same model is right on about nine pairs out of ten.",
       "lab12.reward_model.gold_order"),
-    C("lab12", "**every digit has a positive weight.**", "lab12.reward_model.sign"),
     C("lab12", "A model that learns nothing and simply counts digits (every weight 1) scores the same here, within a "
       "point on both figures (held-out accuracy 0.54-0.55 and gold-order agreement 0.88-0.90 over five seeds of "
       "ranked data, like the fitted one's): on this labeler a linear digit-count model does no better than counting.",
@@ -125,11 +116,11 @@ CLAIMS = (
     C("lab12", "1. Why does the gold score first *rise*, and then fall?", "lab12.hack.rises_first", "lab12.kl_penalty.hack"),
     C("lab12", "The KL to the SFT model climbs to tens of nats and levels off there.", "lab12.hack.kl_plateau"),
     C("lab12", "Both agree, so gold rises.", "lab12.hack.rises_first"),
-    C("lab12", "Four copies of one heavily weighted digit and no `<eos>`", "lab12.hack.spams_heavy",
+    C("lab12", "Four copies of one digit and no `<eos>`", "lab12.hack.spams_heavy",
       "lab12.hack.all_malformed"),
-    C("lab12", "The policy ends up giving (nearly) one response to every prompt, four copies of one heavy digit",
+    C("lab12", "The policy ends up giving (nearly) one response to every prompt, four copies of one digit",
       "lab12.hack.spams_heavy", "lab12.hack.kl_plateau"),
-    C("lab12", "four highly weighted digits without `<eos>`", "lab12.hack.spams_heavy", "lab12.hack.all_malformed"),
+    C("lab12", "four digits without `<eos>`", "lab12.hack.all_malformed"),
     C("lab12", "So the KL levels off near the mean over the prompts of $-\\log \\pi_{\\text{ref}}(dddd \\mid x)$ "
       "(within a factor of 1.5: the policy is not quite a point mass, a few of its answers mix in other digits): tens "
       "of nats, because the SFT model almost never writes four equal digits, but finite", "lab12.hack.kl_plateau"),
@@ -139,24 +130,25 @@ CLAIMS = (
     C("lab12", "the fall of gold to $-1$ — the answers are malformed for the labeler while the RM score keeps rising",
       "lab12.hack.all_malformed", "lab12.kl_penalty.hack"),
     C("lab12", "the rise — removing blanks improves both the RM score and the gold score.", "lab12.hack.rises_first"),
-    C("lab12", "With $\\beta = 0.1$ the KL settles at about half a nat", "lab12.kl_penalty.small_kl"),
+    C("lab12", "With $\\beta = 0.1$ the KL settles at a few tenths of a nat", "lab12.kl_penalty.small_kl"),
     C("lab12", "the malformed fraction drops, and the gold score *improves* over the SFT model.",
       "lab12.improves.fewer_malformed", "lab12.improves.improves"),
     C("lab12", "The proxy is useful as long as the policy stays close to the data it was fitted on.",
       "lab12.improves.improves", "lab12.kl_penalty.hack"),
-    C("lab12", "over the last third of training the KL hovers around its target.", "lab12.controller.hovers"),
+    C("lab12", "over the last third of training the KL stays near its target, a little above it (0.53 to 0.61 nats over "
+      "five seeds).", "lab12.controller.hovers"),
     C("lab12", "At $\\beta = 0.05$ the penalty is too weak and the policy drifts into the reward model's blind spot.",
       "lab12.ptx.keeps_and_gains", "lab12.kl_penalty.small_kl"),
     C("lab12", "so ptx keeps the SFT model's accuracy where the weak penalty alone lets the policy drift into the "
       "RM's blind spot.", "lab12.ptx.keeps_and_gains"),
     C("lab12", "the RM still pays for digits (here PPO-ptx still raises the RM score)", "lab12.ptx.keeps_and_gains"),
-    C("lab12", "every run settles at its own KL, many nats at $\\beta = 0.05$ but about half a nat at $0.1$",
+    C("lab12", "every run settles at its own KL, many nats at $\\beta = 0.05$ but a few tenths of a nat at $0.1$",
       "lab12.kl_penalty.small_kl"),
     C("lab12", "The RM score rises with $d$. The gold score first rises — the policy stops answering blank — peaks "
       "at a small distance, then falls to $-1$", "lab12.kl_penalty.hack", "lab12.hack.rises_first",
       "lab12.hack.all_malformed"),
-    C("lab12", "**The reward model is a good guide near the data it was fitted on, and a bad one far from it.** The "
-      "KL penalty is what keeps the policy near.", "lab12.improves.improves", "lab12.kl_penalty.hack"),
+    C("lab12", "**The reward model is a good guide near the data it was fitted on, and a bad one far from it.**",
+      "lab12.improves.improves", "lab12.kl_penalty.hack"),
     C("lab12", "at 0 (greedy) the SFT model hides its blanks; as the temperature rises, malformed answers appear.",
       T + "test_greedy_sft_hides_its_blanks"),
     C("lab12", "each prompt has exactly 22,621 possible responses", T + "test_each_prompt_has_22621_responses"),
@@ -175,7 +167,8 @@ CLAIMS = (
     C("lab12", "The **KL penalty** keeps the policy where the proxy is trustworthy, and within that budget RLHF does "
       "improve on SFT; the adaptive controller lets you set that budget as a KL instead of a $\\beta$.",
       "lab12.improves.improves", "lab12.kl_penalty.small_kl", "lab12.controller.reaches"),
-    C("lab12", "**PPO-ptx** keeps the skill alive where the penalty alone does not.", "lab12.ptx.keeps_and_gains"),
+    C("lab12", "supervised term on correct answers keeps the SFT model's accuracy in a weakly penalized run",
+      "lab12.ptx.keeps_and_gains"),
     C("lab12", "Gold against $\\sqrt{\\mathrm{KL}}$ has a peak", "lab12.hack.rises_first", "lab12.hack.all_malformed"),
     C("lab12", "PPO gets close to the optimum of its objective — and at a small $\\beta$ that optimum hacks the proxy "
       "too", "beyond.optima.ppo_near_opt", "beyond.optima.optimum_hacks"),
@@ -204,7 +197,7 @@ CLAIMS = (
     C("lab12", "Why is run B's value loss nonetheless many times larger?", H + "value_loss"),
     C("lab12", "a few percent in run A (normal); in run B more than half at the first iteration, and still above 5% "
       "over the table's last third", H + "clip_normal", H + "clip_first"),
-    C("lab12", "The KL to the SFT model jumps to several nats after a single update (run A settles at about half a "
+    C("lab12", "The KL to the SFT model jumps to several nats after a single update (run A stays at a few tenths of a "
       "nat): the policy leaves the reference at once.", H + "kl_jump", "lab12.kl_penalty.small_kl"),
     C("lab12", "The value loss is more than ten times run A's over the first ten iterations.", H + "value_loss"),
     C("lab12", "All three warn from the start, long before anything could be read off an outcome.",

@@ -16,8 +16,12 @@ Exempt are what the lab itself states in the solution cell's docstring or its gi
 notebooks (used to show that the old notebooks failed).
 """
 
+import builtins
+import io
+import keyword
 import re
 import sys
+import tokenize
 from pathlib import Path
 
 import nbformat
@@ -109,6 +113,145 @@ def test_a_shown_line_is_found():
     release.cells.append(nbformat.v4.new_markdown_cell("Hint: `-F.logsigmoid(r_chosen - r_rejected).mean()`"))
     assert [(c, f) for c, f, _ in shown_solution_lines(nb, release)] == [
         ("bt_loss_solution", "-F.logsigmoid(r_chosen-r_rejected).mean()")]
+
+
+# ----------------------------------------------------------------------------- visible checks vs solutions
+# A visible check must test against numbers or an independent formulation, never the solution's own
+# expression with other variable names (`torch.expm1(-lw) + lw` is the k3 line `torch.expm1(-log_ratio)
+# + log_ratio`). So each solution line's right-hand side is compared as a token pattern in which every
+# variable stands for "some name" (bound consistently), and modules, attributes, keywords, builtins and
+# numbers stay as they are.
+MIN_TOKENS = 6          # shorter patterns (`a + b`, `x * mask`) are common arithmetic, not an answer
+MODULES = {"torch", "F", "np", "math", "nn"}
+
+
+def _tokens(code):
+    """The significant tokens of one line of code (strings and numbers as they are)."""
+    out = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code + "\n").readline):
+            if tok.type in (tokenize.NAME, tokenize.OP, tokenize.NUMBER, tokenize.STRING):
+                out.append(tok.string)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass                                        # an unbalanced line: its tokens so far
+    return out
+
+
+def _is_variable(tokens, i):
+    name = tokens[i]
+    return (name.isidentifier() and not keyword.iskeyword(name) and name not in MODULES
+            and not hasattr(builtins, name) and (i == 0 or tokens[i - 1] != "."))
+
+
+def pattern(code):
+    """The token pattern of a piece of code: variables become $0, $1, ... in order of appearance."""
+    tokens, names, out = _tokens(code), {}, []
+    for i, tok in enumerate(tokens):
+        out.append(f"${names.setdefault(tok, len(names))}" if _is_variable(tokens, i) else tok)
+    return tuple(out)
+
+
+def _occurs(pat, tokens):
+    """Does the pattern occur in ``tokens``, its variables bound to variables consistently?"""
+    for start in range(len(tokens) - len(pat) + 1):
+        bound, ok = {}, True
+        for k, want in enumerate(pat):
+            got = tokens[start + k]
+            if want.startswith("$"):
+                ok = _is_variable(tokens, start + k) and bound.setdefault(want, got) == got
+                ok = ok and list(bound.values()).count(got) == 1
+            else:
+                ok = got == want
+            if not ok:
+                break
+        if ok:
+            return True
+    return False
+
+
+def solution_patterns(nb):
+    """{pattern: (solution cell, line)} of every solution line's right-hand side."""
+    found = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or not meta.get("solution"):
+            continue
+        for line in split_cell(cell)["SOLUTION"]:
+            code = _code(line)
+            rhs = _ASSIGN.match(code or "")
+            if rhs:
+                pat = pattern(rhs.group(1))
+                operations = [t for t in pat if not t.startswith("$") and t not in ",()[]"]
+                if len(pat) >= MIN_TOKENS and len(operations) >= 2:      # not a bare tuple of names
+                    found[pat] = (meta.get("grade_id"), code)
+    return found
+
+
+def solution_in_visible_checks(nb):
+    """[(check cell, solution cell, solution line, check line)] of every solution expression that a
+    visible check computes, under any variable names."""
+    patterns = solution_patterns(nb)
+    found = []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or not meta.get("grade"):
+            continue
+        for line in split_cell(cell)["shown"]:
+            tokens = _tokens(_code(line) or "")
+            found += [(meta["grade_id"], sol, code, line.strip()) for pat, (sol, code) in patterns.items()
+                      if _occurs(pat, tokens)]
+    return found
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_no_solution_expression_in_a_visible_check(lab):
+    found = solution_in_visible_checks(_read(REPO / "source" / lab / f"{lab}.ipynb"))
+    assert not found, "\n".join(f"{check} computes {sol}'s `{code}` as `{line}`" for check, sol, code, line in found)
+
+
+def test_a_renamed_solution_expression_is_found():
+    """The check can fail: the k3 line with other variable names is caught, common arithmetic is not."""
+    pat = pattern("torch.expm1(-log_ratio) + log_ratio")
+    assert pat == ("torch", ".", "expm1", "(", "-", "$0", ")", "+", "$0")
+    assert _occurs(pat, _tokens("assert_close(k3w, torch.expm1(-lw) + lw, 'k3')"))
+    assert not _occurs(pat, _tokens("assert_close(k3w, torch.expm1(-lw) + lv, 'k3')"))
+    assert not _occurs(pat, _tokens("assert_close(k3w, [3269001.37, 14.0000003, 5.0e-9], 'k3')"))
+    nb = _read(REPO / "source" / "lab12" / "lab12.ipynb")
+    check = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_bt_loss")
+    check.source = check.source.replace("print(", "z = -F.logsigmoid(won - lost).mean()\n    print(", 1)
+    assert [sol for _, sol, _, _ in solution_in_visible_checks(nb)] == ["bt_loss_solution"]
+
+
+# ----------------------------------------------------------------------------- rungs teach, not the API
+# A rung names the idea and the family of operations, never the function that is the line: no
+# `torch.x` / `np.x` / `F.x` and none of the library functions the solutions call by name.
+API = re.compile(r"\b(?:torch|np|numpy|F)\.\w+|\b(?:gather|multinomial|logsumexp|logaddexp|expm1|log1p|softplus|"
+                 r"logsigmoid|log_softmax|clamp|masked_fill|take_along_dim|argmax|errstate|itertools|combinations)\b")
+
+
+def named_apis(nb):
+    """[(rung, name)] of every library function a hint rung names."""
+    found = []
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        for summary, body in re.findall(r"<details><summary>(Hint[^<]*)</summary>(.*?)</details>", cell.source, re.S):
+            found += [(summary, name) for name in API.findall(body)]
+    return found
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_no_hint_rung_names_the_api(lab):
+    found = named_apis(_read(REPO / "source" / lab / f"{lab}.ipynb"))
+    assert not found, "\n".join(f"{lab} {rung!r} names {name}" for rung, name in found)
+
+
+def test_a_rung_naming_the_api_is_found():
+    nb = _read(REPO / "source" / "lab11" / "lab11.ipynb")
+    cell = next(c for c in nb.cells if "<summary>Hint 2" in c.source)
+    cell.source = cell.source.replace("<summary>Hint 2 — the structure</summary>\n\n",
+                                      "<summary>Hint 2 — the structure</summary>\n\nUse `torch.expm1`. ", 1)
+    assert ("Hint 2 — the structure", "torch.expm1") in named_apis(nb)
 
 
 def _ladder(nb, solution_id):

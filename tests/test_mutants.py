@@ -4,7 +4,7 @@ temporary course.
 
     solution  full marks on every check cell; its written answers wait for a TA
     blank     0 on every graded cell, and the grader completes
-    mistake   fewer points on its own row's check cells, full marks on the rows it shares no notebook
+    mistake   fewer points in the parts of its row it names, full marks on the rows it shares no notebook
               with, and the failing checks' output names the mistake; a task's mistake already fails a
               visible check (so that `nbgrader validate` warns the student too)
     variant   another correct formulation (some emit warnings): full marks on its row
@@ -140,8 +140,8 @@ def test_mistake_loses_points_on_its_row_only(graded, case):
     student, round_ = round_of(lab, mistake)
     got = grades[student]
     full = table(lab).auto_marks()
-    own = dict(row.checks)
-    lost = {gid: got[gid] for gid in own if got[gid] < own[gid]}
+    own = table(lab).parts(row, mistake)                                 # the parts it may lose points in
+    lost = {gid: got[gid] for gid in own if got[gid] < full[gid]}
     assert lost, f"{mistake.name} was not caught by {sorted(own)}: {got}"
     shared = {gid for r, _ in round_ for gid, _ in r.checks}            # rows with a case in this notebook
     others = {gid: got[gid] for gid in full if gid not in shared and got[gid] != full[gid]}

@@ -29,6 +29,7 @@ class Mistake:
     name: str                # a short name, also the simulated student's id (m_<name>)
     edits: tuple             # ((old, new), ...): str.replace in the row's solution cell
     says: str = ""           # a piece of the failing check's message ("" for a variant)
+    parts: tuple = ()        # the row's check cells it may lose points in (() = the row's only cell)
 
     @property
     def student(self):
@@ -114,6 +115,16 @@ class Lab:
 
     def full_marks(self):
         return {**self.auto_marks(), **self.written_marks()}
+
+    def parts(self, row, mistake):
+        """The check cells of ``row`` where ``mistake`` may lose points: the ones it names, else the row's
+        only check cell (a row with several parts must name them: each part is judged on its own)."""
+        if mistake.parts:
+            return tuple(mistake.parts)
+        if len(row.cells) != 1:
+            raise ValueError(f"{self.name}/{mistake.name}: {row.name} has the parts {row.cells}; name the ones "
+                             "this mistake may lose points in")
+        return row.cells
 
     def mistakes(self):
         """[(row, mistake)] of every row."""

@@ -14,6 +14,11 @@ def _v(name, body, first_line):
     return M(name, ((first_line, body + first_line),))
 
 
+# the parts of Tasks 4 and 5: each check cell judges one part given the student's own other parts, so a
+# mistake may lose points only in the parts it names
+ADV, RET, INPUTS = ("test_gae_per_token",), ("test_gae_per_token_returns",), ("test_gae_per_token_inputs",)
+POLICY, VALUE, CLIP = ("test_ppo_rlhf_loss",), ("test_ppo_rlhf_loss_value",), ("test_ppo_rlhf_loss_clip_frac",)
+
 TABLE = Lab("lab12", tasks=(
     task("bt_loss", mistakes=(
         M("bt_margin_reversed", (("-F.logsigmoid(r_chosen - r_rejected)", "-F.logsigmoid(r_rejected - r_chosen)"),),
@@ -64,16 +69,16 @@ TABLE = Lab("lab12", tasks=(
     )),
     task("gae_per_token", ("test_gae_per_token", "test_gae_per_token_returns", "test_gae_per_token_inputs"),
          mistakes=(
-        M("gae_value_leak", (("values = values * mask", "values = values * 1.0"),), "leaked in"),
-        M("gae_no_lambda", (("gamma * lam * next_adv", "gamma * next_adv"),), "lambda is missing"),
+        M("gae_value_leak", (("values = values * mask", "values = values * 1.0"),), "leaked in", parts=ADV),
+        M("gae_no_lambda", (("gamma * lam * next_adv", "gamma * next_adv"),), "lambda is missing", parts=ADV),
         M("gae_returns_are_advantages", (("returns = (advantages + values) * mask", "returns = advantages"),),
-          "the returns are the advantages"),
-        M("gae_forwards", (("reversed(range(T))", "range(T)"),), "runs forwards"),
-        M("gae_no_gamma_bootstrap", (("gamma * next_value", "next_value"),), "gamma is missing"),
-        M("gae_in_place", (("values = values * mask", "values = values.mul_(mask)"),), "do not change the inputs in place"),
-        M("gae_lam_fixed", (("gamma * lam * next_adv", "gamma * 0.95 * next_adv"),), "lam was not used"),
+          "the returns are the advantages", parts=RET),
+        M("gae_forwards", (("reversed(range(T))", "range(T)"),), "runs forwards", parts=ADV),
+        M("gae_no_gamma_bootstrap", (("gamma * next_value", "next_value"),), "gamma is missing", parts=ADV),
+        M("gae_in_place", (("values = values * mask", "values = values.mul_(mask)"),), "do not change the inputs in place", parts=INPUTS),
+        M("gae_lam_fixed", (("gamma * lam * next_adv", "gamma * 0.95 * next_adv"),), "lam was not used", parts=ADV),
         M("gae_gamma_fixed", (("gamma * next_value", "1.0 * next_value"), ("gamma * lam", "1.0 * lam")),
-          "gamma was not used"),
+          "gamma was not used", parts=ADV),
     ), variants=(
         _v("ok_shifted_values",
            "    v = values * mask\n"
@@ -88,23 +93,23 @@ TABLE = Lab("lab12", tasks=(
     )),
     task("ppo_rlhf_loss", ("test_ppo_rlhf_loss", "test_ppo_rlhf_loss_value", "test_ppo_rlhf_loss_clip_frac"),
          mistakes=(
-        M("ppo_max", (("torch.min(unclipped, clipped)", "torch.max(unclipped, clipped)"),), "max instead of min"),
+        M("ppo_max", (("torch.min(unclipped, clipped)", "torch.max(unclipped, clipped)"),), "max instead of min", parts=POLICY),
         M("ppo_plain_mean", (("masked_mean(torch.min(unclipped, clipped), mask)", "torch.min(unclipped, clipped).mean()"),),
-          "a plain mean over all positions"),
+          "a plain mean over all positions", parts=POLICY),
         M("ppo_one_sided_clip_frac", (("((ratio - 1).abs() > clip_eps)", "((ratio - 1) > clip_eps)"),),
-          "only ratios above 1 + eps"),
-        M("ppo_no_half", (("value_loss = 0.5 * masked_mean", "value_loss = masked_mean"),), "the factor 1/2 is missing"),
+          "only ratios above 1 + eps", parts=CLIP),
+        M("ppo_no_half", (("value_loss = 0.5 * masked_mean", "value_loss = masked_mean"),), "the factor 1/2 is missing", parts=VALUE),
         M("ppo_detached_ratio", (("ratio = torch.exp(logp - old_logp)", "ratio = torch.exp(logp - old_logp).detach()"),),
-          "no gradient reaches logp"),
-        M("ppo_inverted_ratio", (("torch.exp(logp - old_logp)", "torch.exp(old_logp - logp)"),), "the ratio is inverted"),
+          "no gradient reaches logp", parts=POLICY),
+        M("ppo_inverted_ratio", (("torch.exp(logp - old_logp)", "torch.exp(old_logp - logp)"),), "the ratio is inverted", parts=POLICY),
         M("ppo_no_vf_coef", (("loss = policy_loss + vf_coef * value_loss", "loss = policy_loss + value_loss"),),
-          "vf_coef is missing"),
+          "vf_coef is missing", parts=VALUE),
         M("ppo_clip_eps_fixed", (("torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps)", "torch.clamp(ratio, 0.8, 1.2)"),),
-          "clip_eps was not used"),
+          "clip_eps was not used", parts=POLICY),
         M("ppo_clip_frac_eps_fixed", (("(ratio - 1).abs() > clip_eps", "(ratio - 1).abs() > 0.2"),),
-          "clip_eps was not used in the clip fraction"),
+          "clip_eps was not used in the clip fraction", parts=CLIP),
         M("ppo_vf_coef_fixed", (("loss = policy_loss + vf_coef * value_loss", "loss = policy_loss + 0.5 * value_loss"),),
-          "vf_coef was not used"),
+          "vf_coef was not used", parts=VALUE),
     ), variants=(
         _v("ok_max_of_negatives_explicit_mean",
            "    rho = (logp - old_logp).exp()\n"
