@@ -104,13 +104,13 @@ hub-stop: setup  ## stop it and remove its users, their homes, the exchange, its
 	$(PY) -m course_staff.hub stop
 
 bench: setup  ## time every path students, TAs and instructors wait on
-	$(PY) benchmarks/bench.py
+	$(PY) -m benchmarks.bench
 
 bench-class: postgres-install  ## a class of 40 graded on PostgreSQL with JOBS=1, then JOBS=2
-	$(PY) benchmarks/bench_class.py
+	$(PY) -m benchmarks.bench_class
 
 science: setup  ## both labs' lessons and the Beyond PPO notebook's claims over 5 seeds, each against a negative control
-	$(PY) benchmarks/science.py
+	$(PY) -m benchmarks.science
 
 sft: setup  ## rebuild the shipped SFT checkpoint (deterministic, a few seconds)
 	$(PY) -m course_staff.edition.build_sft

@@ -1,9 +1,9 @@
 """Time every path a student, TA or instructor waits on, against the course's budgets.
 
-    python benchmarks/bench.py              # or: make bench          (about 10 minutes)
-    python benchmarks/bench.py --quick      # one run of each instead of three (a few minutes)
-    python benchmarks/bench.py --make-test  # only `make test`, on a fresh clone of HEAD (long)
-    python benchmarks/bench.py --markdown   # the table of benchmarks/README.md, from results/*.json
+    python -m benchmarks.bench              # or: make bench          (about 10 minutes)
+    python -m benchmarks.bench --quick      # one run of each instead of three (a few minutes)
+    python -m benchmarks.bench --make-test  # only `make test`, on a fresh clone of HEAD (long)
+    python -m benchmarks.bench --markdown   # the table of benchmarks/README.md, from results/*.json
 
 Prints the machine, then one line per measurement: the median over repeated runs (every run in
 brackets) and its budget. The last line reads ``bench: K/N budgets met`` and names the misses.
@@ -35,8 +35,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"           # the raw figures of the latest run, committed with the README quoting them
-sys.path.insert(0, str(HERE.parent))   # course_staff, from a checkout
-sys.path.insert(0, str(HERE.parent / "tests"))   # the grading harness (tests/harness.py)
 from course_staff.solutions import REPO, load_lab, notebook_path  # noqa: E402
 
 import torch  # noqa: E402
@@ -258,7 +256,6 @@ SLIDERS = [
 ]
 _FRESH_DRAW = """
 import json, statistics, sys, time
-sys.path.insert(0, {repo!r})
 from course_staff.solutions import load_lab
 ns = load_lab({lab!r})
 exec({setup!r}, ns)
@@ -280,7 +277,7 @@ print(json.dumps({{"first": first, "cpu": cpu, "prepare": prepare, "moves": move
 
 def fresh_first_draw(lab, setup, view, first, positions):
     """{first, cpu, prepare, moves} in seconds: one slider timed in a fresh process (see SLIDERS)."""
-    code = _FRESH_DRAW.format(repo=str(REPO), lab=lab, setup=setup, view=view, first=first, positions=positions,
+    code = _FRESH_DRAW.format(lab=lab, setup=setup, view=view, first=first, positions=positions,
                               calls=SLIDER_CALLS)
     env = {k: v for k, v in os.environ.items() if k != "NBGRADER_EXECUTION"}
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(REPO), env=env)
@@ -425,7 +422,7 @@ def bench_autograde(report, repeats, lab):
     notebook: both commands with NBGRADER_EXECUTION set (the grader's view of the notebook) and the
     same Execute settings (nbgrader_config.py's timeout and immediate kernel shutdown)."""
     import nbformat
-    import harness
+    from tests import harness
 
     if not notebook_path(lab).exists() or not (REPO / "release" / lab / f"{lab}.ipynb").exists():
         report.missing(f"autograde {lab} / plain execution", f"source or release of {lab} missing")
@@ -579,7 +576,7 @@ def main(argv=None):
           f"{'are inflated by other work' if max(load_start, load_end) > 1.2 else 'were taken on a quiet machine'})")
     line = report.summary()
     out.parent.mkdir(exist_ok=True)
-    command = "python benchmarks/bench.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m benchmarks.bench " + " ".join(argv if argv is not None else sys.argv[1:])
     out.write_text(json.dumps({"command": command.strip(), "commit": commit(), "fingerprint": fingerprint(out.name),
                                "machine": machine(),
                                "load": [load_start, load_end], "repeats": repeats, "rows": report.rows,

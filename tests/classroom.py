@@ -15,8 +15,8 @@ with the grade of its kind.
 
 import itertools
 
-import harness as h
-from test_lifecycle import _exchange_api, roster as lifecycle_roster
+from tests import harness as h
+from tests.test_lifecycle import _exchange_api, roster as lifecycle_roster
 
 LAB = "lab11"
 LEFT_OUT = {"loop"}          # infinite loop: one 30 s timeout per call

@@ -1,12 +1,9 @@
 """pytest configuration of the course's tests."""
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))   # `import mutant`, `import students` from any test
 
 
 def pytest_configure(config):

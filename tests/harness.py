@@ -305,7 +305,7 @@ __all__ = ["course_copy", "solved_submission", "blank_submission", "autograde", 
            "read_grades", "manual_grade", "validate", "solution_text", "nbgrader", "db_url", "Grades",
            "NbgraderError", "total", "LABS", "REPO"]
 
-if __name__ == "__main__":     # quick manual check: python tests/harness.py /tmp/x lab11
+if __name__ == "__main__":     # quick manual check: python -m tests.harness /tmp/x lab11
     tmp, lab = Path(sys.argv[1]), sys.argv[2]
     c = course_copy(tmp)
     print(json.dumps(autograde(c, lab, {"solved": solved_submission(lab),

@@ -18,11 +18,7 @@ compares what is stable across machines:
   catches a small change of the code.
 """
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import make_reference_curves as reference  # noqa: E402
+from benchmarks import make_reference_curves as reference  # noqa: E402
 
 BETA, SEED = 0.1, 0          # the notebook's default run
 EARLY = 15                   # iterations compared one by one: half of the earliest cross-machine divergence seen (29)
@@ -30,7 +26,7 @@ ROUNDING = 1e-4              # the file stores every value rounded to 4 decimals
 KL_ATOL = 2e-3               # nats: 20x the largest difference of the first 15 iterations between machines (1e-4)
 RM_RTOL = 1e-4               # relative, float32 weights after 300 Adam steps (measured: 1e-5 between machines)
 SAMPLED = ("rm", "gold", "acc", "malformed", "digits", "beta")   # averages over the sampled batch
-FIX = "rerun `python benchmarks/make_reference_curves.py` and commit the file"
+FIX = "rerun `python -m benchmarks.make_reference_curves` and commit the file"
 
 
 def meta_problems(now, stored):

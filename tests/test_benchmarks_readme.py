@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-import bench  # noqa: E402
-import bench_class  # noqa: E402
-import science  # noqa: E402
+from benchmarks import bench  # noqa: E402
+from benchmarks import bench_class  # noqa: E402
+from benchmarks import science  # noqa: E402
 
 README = (BENCHMARKS / "README.md").read_text()
 

@@ -44,7 +44,7 @@ def compute(capability, threads, parts, out):
     if capability != NATIVE:
         env["ATEN_CPU_CAPABILITY"] = capability
     env["COURSE_THREADS"] = str(threads)
-    proc = subprocess.run([sys.executable, str(TESTS / "verdicts.py"), "--out", str(out), "--only", *parts],
+    proc = subprocess.run([sys.executable, "-m", "tests.verdicts", "--out", str(out), "--only", *parts], cwd=TESTS.parent,
                           env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, f"verdicts under {capability}, {threads} threads failed:\n{proc.stderr[-3000:]}"
     return json.loads(Path(out).read_text())
@@ -66,7 +66,7 @@ def flat(tree, prefix=()):
 
 def expected_problems(verdicts):
     """What in one environment's verdicts is not what the course expects (empty when all is well)."""
-    import lab_tables
+    from tests import lab_tables
     problems = []
     for lab, students in verdicts.get("grading", {}).items():
         t = lab_tables.table(lab)

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-import harness as h
+from tests import harness as h
 from course_staff.grading.class_grading import graded, shard_of
-import classroom
-import students as st
+from tests import classroom
+from tests import students as st
 
 pytestmark = pytest.mark.slow
 

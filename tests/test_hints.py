@@ -12,7 +12,7 @@ Exempt are what the lab itself states in the solution cell's docstring or its gi
 (the seed's own text), and fragments shorter than ``MIN_CHARS`` such as ``pairs = []`` or
 ``return loss, stats``, which are common Python and reveal no answer.
 
-`python tests/test_hints.py OLD_RELEASE_NB SOURCE_NB` prints what it finds in any pair of
+`python -m tests.test_hints OLD_RELEASE_NB SOURCE_NB` prints what it finds in any pair of
 notebooks (used to show that the old notebooks failed).
 """
 
@@ -24,7 +24,7 @@ import nbformat
 import pytest
 
 from course_staff.edition.leaks import split_cell
-from lab_tables import table
+from tests.lab_tables import table
 
 REPO = Path(__file__).resolve().parents[1]
 LABS = ("lab11", "lab12")

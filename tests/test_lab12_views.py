@@ -162,7 +162,7 @@ def test_sft_offset_centres_sft_scores():
 @pytest.fixture(scope="module")
 def reference():
     ref = views.load_reference_curves()
-    assert ref is not None, f"{views.REFERENCE_PATH} is missing: run benchmarks/make_reference_curves.py"
+    assert ref is not None, f"{views.REFERENCE_PATH} is missing: run python -m benchmarks.make_reference_curves"
     return ref
 
 

@@ -24,10 +24,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-import harness as h
+from tests import harness as h
 from course_staff.course import WITHHELD
-import students as st
-from lab_tables import table
+from tests import students as st
+from tests.lab_tables import table
 
 pytestmark = pytest.mark.slow
 

@@ -20,10 +20,10 @@ import nbformat
 import pytest
 
 from course_staff.edition import student_edition as edition
-from harness import solved_submission
+from tests.harness import solved_submission
 from course_staff.edition.leaks import leaks
 from course_utils import selfcheck
-from make_lab import make_lab_until_it_answers
+from tests.make_lab import make_lab_until_it_answers
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,6 @@ print(json.dumps({"fatal": fatal,
                   "printed": "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
                                      for o in c.outputs)}))
 """
-
 
 def student_env():
     """The environment of a student's shell: nothing of this repository's venv on PATH."""

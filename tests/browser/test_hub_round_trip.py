@@ -36,7 +36,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-import harness                      # tests/harness.py: the reference solution, the release, a course copy
+from tests import harness                      # tests/harness.py: the reference solution, the release, a course copy
 from course_staff.hub import COURSE, exchange, server_environment
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]

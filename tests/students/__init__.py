@@ -8,8 +8,8 @@ and questions as its table does (tests/lab_tables): ``row(lab, "gae_per_token")`
 
 import re
 
-import harness as h
-from lab_tables import table
+from tests import harness as h
+from tests.lab_tables import table
 
 
 def row(lab, name):
