@@ -13,9 +13,10 @@ draw is timed in a fresh process, as its explore cell calls it.
 The labs' functions come from their source notebooks (``course_staff.solutions.load_lab``), so the
 figures are those of the reference solution. Both sides of a ratio run with the same settings.
 The raw figures of the latest run go to benchmarks/results/bench.json (make_test.json for
---make-test), with the commit they measured and a fingerprint of the files they measured (MEASURED):
-commit them with the README table that quotes them (``--markdown`` renders it);
-tests/test_benchmarks_readme.py fails when the fingerprint no longer matches those files.
+--make-test) with their provenance: the commit, the date, the machine, the load, and the digests of the
+files they measured (benchmarks/figures.py: MEASURED). `make figures` renders the figures the documents
+quote from them. A figure is of the measurement lane: it never fails `make test`; once the files it
+measured change, `make test` and this script print a warning naming it and them.
 """
 
 import argparse
@@ -42,16 +43,10 @@ import torch  # noqa: E402
 from course_utils.tinylm import load_sft  # noqa: E402
 
 from course_staff.course import LABS  # noqa: E402
+
+from benchmarks import figures  # noqa: E402
 BEYOND = REPO / "notebooks" / "beyond_ppo.ipynb"
 SLIDER_CALLS = 20
-# what the figures measure: their code (compared without comments and docstrings, notebooks by their code
-# cells) and the SFT checkpoint. A committed figure whose fingerprint no longer matches these files is stale
-# (tests/test_benchmarks_readme.py).
-MEASURED = {"bench.json": ["benchmarks/bench.py", "course_utils", "course_staff", "source/lab11/lab11.ipynb",
-                           "source/lab12/lab12.ipynb", "notebooks/beyond_ppo.ipynb", "nbgrader_config.py"],
-            "make_test.json": ["benchmarks/bench.py", "course_utils", "course_staff", "tests", "source",
-                               "notebooks", "Makefile", ".ci/run", "pyproject.toml", "environment.yml"]}
-MEASURING_MAKE_TEST = "COURSE_MEASURING_MAKE_TEST"    # set in the suite that --make-test times
 _KERNEL_PEAK_MIB = []          # peak memory of each kernel that a Run All measurement started
 PEAKS = {}                     # {what: peak resident memory in MiB}
 
@@ -456,7 +451,6 @@ def bench_make_test(report):
     environment set-up, browser and PostgreSQL checks and the whole suite. The note quotes pytest's
     summary line."""
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "MAKEFLAGS", "MAKELEVEL")}
-    env[MEASURING_MAKE_TEST] = "1"      # the clone's make_test.json is the one this run replaces: stale by design
     ours = str(Path(sys.executable).parent)                 # this venv must not stand in for the clone's
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != ours)
     with tempfile.TemporaryDirectory() as tmp:
@@ -474,35 +468,10 @@ def bench_make_test(report):
 
 
 # ----------------------------------------------------------------------------- results
-def _digest(path):
-    """What a file contributes to a fingerprint: Python as its syntax tree without docstrings or
-    comments, a notebook as the code of its code cells, anything else as its bytes."""
-    from course_staff.beyond.results import code_digest
-
-    if path.suffix == ".py":
-        return code_digest(path.read_text()).encode()
-    if path.suffix == ".ipynb":
-        import nbformat
-
-        cells = nbformat.read(str(path), as_version=4).cells
-        return "\n".join(c.source for c in cells if c.cell_type == "code").encode()
-    return path.read_bytes()
-
-
-def fingerprint(name, root=REPO):
-    """sha256 of the files a results file measured (MEASURED[name]; folders: their .py, .ipynb and .pt
-    files), and of torch's version."""
-    import hashlib
-
-    h = hashlib.sha256(f"torch {torch.__version__}".encode())
-    for rel in MEASURED[name]:
-        path = Path(root) / rel
-        files = sorted(p for p in path.rglob("*") if p.suffix in (".py", ".ipynb", ".pt")
-                       and "__pycache__" not in p.parts and ".ipynb_checkpoints" not in p.parts) \
-            if path.is_dir() else [path] if path.exists() else []
-        for f in files:
-            h.update(str(f.relative_to(root)).encode() + _digest(f))
-    return h.hexdigest()
+def today():
+    """The date and time of a run, UTC."""
+    from datetime import datetime, timezone
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def commit():
@@ -548,6 +517,8 @@ def main(argv=None):
         print(markdown())
         return 0
     repeats = args.repeats or (1 if args.quick else 3)
+    for line in figures.stale_report():
+        print(f"warning: {line}")
 
     report = Report()
     load_start = os.getloadavg()[0]
@@ -577,11 +548,12 @@ def main(argv=None):
     line = report.summary()
     out.parent.mkdir(exist_ok=True)
     command = "python -m benchmarks.bench " + " ".join(argv if argv is not None else sys.argv[1:])
-    out.write_text(json.dumps({"command": command.strip(), "commit": commit(), "fingerprint": fingerprint(out.name),
+    out.write_text(json.dumps({"command": command.strip(), "commit": commit(), "date": today(),
+                               "fingerprint": figures.fingerprint(out.name), "inputs": figures.inputs(out.name),
                                "machine": machine(),
                                "load": [load_start, load_end], "repeats": repeats, "rows": report.rows,
                                "peak_mib": PEAKS, "summary": line}, indent=1) + "\n")
-    print(f"raw figures: {out.relative_to(REPO)}")
+    print(f"raw figures: {out.relative_to(REPO)} (`make figures` renders them into the documents)")
     print(line)
     return 0 if all(ok for _, ok, _ in report.budgets) else 1
 

@@ -20,6 +20,22 @@ LONGEST_FIRST = ("browser/test_hub_round_trip.py", "test_class_grading.py", "tes
                  "test_student_edition.py", "test_mutants.py")
 
 
+def pytest_terminal_summary(terminalreporter, config):
+    """The measured figures that no longer measure the current code (benchmarks/figures.py): named as a
+    warning, never a failure (a figure is of the measurement lane, `make bench` and the like remake it)."""
+    if hasattr(config, "workerinput"):            # an xdist worker: the controller reports
+        return
+    from benchmarks import figures
+    try:
+        lines = figures.stale_report()
+    except Exception as err:  # noqa: BLE001 -- a warning must never fail the run
+        lines = [f"could not tell which figures are stale: {type(err).__name__}: {err}"]
+    if lines:
+        terminalreporter.section("stale measured figures (a warning: nothing failed because of them)", yellow=True)
+        for line in lines:
+            terminalreporter.write_line(f"warning: {line}", yellow=True)
+
+
 def pytest_collection_modifyitems(config, items):
     tests = Path(__file__).resolve().parent
     rank = {str(tests / name): i for i, name in enumerate(LONGEST_FIRST)}

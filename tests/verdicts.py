@@ -12,8 +12,7 @@ Three parts, each a dict of plain verdicts (booleans and short labels, never the
 * ``science``: the one-seed smoke run of ``make science`` (tests/test_science.py): per criterion,
   whether it is met and whether each negative control fails it.
 * ``reference``: the drift check of Lab 12's reference curves (tests/test_reference_curves.py): the
-  list of problems it finds in the notebook's default run (empty when the curve matches); and
-  whether the Beyond PPO cache is current.
+  list of problems it finds in the notebook's default run (empty when the curve matches).
 
 Threads: course_utils.tinylm sets one torch thread when imported; COURSE_THREADS (default 1) is set
 after that import, so the whole computation runs with that many.
@@ -67,11 +66,9 @@ def science_verdicts():
 
 
 def reference_verdicts():
-    """{"default run": [problems]} of the reference-curve drift check on the notebook's default run,
-    and whether the Beyond PPO cache is current (its fingerprint: code, checkpoint and torch version)."""
+    """{"default run": [problems]} of the reference-curve drift check on the notebook's default run."""
     from tests import reference_drift
-    from course_staff.beyond.results import load_cache
-    return {"default run": reference_drift.default_run_problems(), "beyond ppo cache": load_cache() is not None}
+    return {"default run": reference_drift.default_run_problems()}
 
 
 def verdicts(parts=PARTS):
