@@ -1,9 +1,10 @@
 """pytest configuration of the course's tests."""
 
-import os
 from pathlib import Path
 
 import pytest
+
+from tests import requirements
 
 
 def pytest_configure(config):
@@ -52,8 +53,6 @@ def postgres():
     try:
         server = Server.start()
     except PostgresMissing as missing:
-        if os.environ.get("COURSE_REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"COURSE_REQUIRE_POSTGRES=1 but {missing}")
-        pytest.skip(str(missing))
+        requirements.missing("postgres", str(missing))
     yield server
     server.stop()
