@@ -28,10 +28,10 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from course_staff.course import REPO
 from course_staff.fingerprint import code_digest
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 RESULTS = HERE / "results"
 
 # what each results file measured: its code (compared without comments and docstrings, notebooks by their

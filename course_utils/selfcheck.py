@@ -40,7 +40,8 @@ CELL_LIMIT_S = 30          # the graders stop a cell after this many seconds (nb
 START_LIMIT_S = 120        # a kernel that imports torch on a busy laptop can take a while to start
 EXIT = {"passed": 0, "failed": 1, "unfinished": 2}
 DONE = ("answered", "written")   # statuses that count as finished for the exit status
-ANSWER_STUB = "YOUR ANSWER HERE"  # what nbgrader leaves in a written answer's cell
+ANSWER_STUB = "YOUR ANSWER HERE"  # what nbgrader leaves in a written answer's cell (nbgrader_config.py sets it)
+CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"    # ... and in a task's code cell
 _BOLD_QUESTION = re.compile(r"^\*\*(Question \d\w* \(written[^*]*)\*\*", re.M)
 _PLACEHOLDER = re.compile(r"\bTODO\b|NotImplementedError|YOUR CODE HERE")
 

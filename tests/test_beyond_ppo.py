@@ -5,7 +5,6 @@ import ast
 import json
 import math
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,8 +12,8 @@ import torch
 from course_staff.beyond import methods as B
 from course_staff.beyond import results as R
 from course_staff.fingerprint import code_digest
+from course_staff.course import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "beyond_ppo.ipynb"
 CELL_TIMEOUT_S = 300            # a hung cell fails; how long Run All takes is a benchmark's figure, not a test's
 

@@ -16,8 +16,8 @@ import pytest
 from course_staff.course import LABS
 from course_staff.edition import student_edition as edition
 from course_staff.edition.leaks import files_of, leaks, secret_lines
+from course_staff.course import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 # what students get: the release notebooks and the notebooks the edition ships (staff notebooks stay out)
 STUDENT_NOTEBOOKS = sorted([*ROOT.glob("release/*/*.ipynb"),
                             *(ROOT / src for src in edition.FILES.values() if src.endswith(".ipynb"))])

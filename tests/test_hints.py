@@ -18,16 +18,14 @@ notebooks (used to show that the old notebooks failed).
 
 import re
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest
 
+from course_staff.course import LABS, REPO
 from course_staff.edition.leaks import split_cell
 from tests.lab_tables import table
 
-REPO = Path(__file__).resolve().parents[1]
-LABS = ("lab11", "lab12")
 MIN_CHARS = 10
 RUNGS = ("Hint 1", "Hint 2", "Hint 3")
 _ASSIGN = re.compile(r"^(?:return\s+|[A-Za-z_][\w, \[\]\.]*\s*[-+*/]?=(?!=)\s*)(.+)$")

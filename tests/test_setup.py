@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from course_staff.course import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 

@@ -23,11 +23,11 @@ from course_staff.edition import student_edition as edition
 from tests.harness import solved_submission
 from course_staff.edition.leaks import leaks
 from course_utils import selfcheck
+from course_staff.course import REPO as ROOT
 from tests.make_lab import make_lab_until_it_answers
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
 LABS = sorted(edition.labs())
 SETUP_LIMIT_S = 900                 # a fresh venv with torch: about 1-2 minutes here, more on a busy machine
 

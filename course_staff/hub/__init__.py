@@ -31,7 +31,6 @@ PROXY = "5.3.0"                      # configurable-http-proxy, from npm, into .
 COURSE = "rl-for-llms"               # nbgrader's course id (as in nbgrader_config.py)
 DEFAULT_ROOT = Path("/srv/rl-for-llms-hub")
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
 STATE = "hub/hub.json"               # under ROOT
 
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from tests import requirements
+from course_staff.course import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "artifacts" / "browser"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

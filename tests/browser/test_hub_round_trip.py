@@ -39,10 +39,10 @@ import pytest
 from tests import harness                      # tests/harness.py: the reference solution, the release, a course copy
 from course_staff.hub import COURSE, exchange, server_environment
 from tests import requirements
+from course_staff.course import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "artifacts" / "hub"
 ROOT = Path("/srv/rl-for-llms-hub-test")      # not `make hub`'s folder: both may exist at once
 PREFIX = "rlt"
