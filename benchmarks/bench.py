@@ -14,7 +14,7 @@ The labs' functions come from their source notebooks (``course_staff.solutions.l
 figures are those of the reference solution. Both sides of a ratio run with the same settings.
 The raw figures of the latest run go to benchmarks/results/bench.json (make_test.json for
 --make-test) with their provenance: the commit, the date, the machine, the load, and the digests of the
-files they measured (benchmarks/figures.py: MEASURED). `make figures` renders the figures the documents
+files they measured (benchmarks/provenance.py: MEASURED). `make figures` renders the figures the documents
 quote from them. A figure is of the measurement lane: it never fails `make test`; once the files it
 measured change, `make test` and this script print a warning naming it and them.
 """
@@ -44,7 +44,7 @@ from course_utils.tinylm import load_sft  # noqa: E402
 
 from course_staff.course import LABS  # noqa: E402
 
-from benchmarks import figures  # noqa: E402
+from benchmarks import provenance  # noqa: E402
 BEYOND = REPO / "notebooks" / "beyond_ppo.ipynb"
 SLIDER_CALLS = 20
 SLIDER_FIRST_DRAW_BUDGET_MS = 600   # CPU ms: a slider's first frame, in a fresh process
@@ -519,7 +519,7 @@ def main(argv=None):
         print(markdown())
         return 0
     repeats = args.repeats or (1 if args.quick else 3)
-    for line in figures.stale_report():
+    for line in provenance.stale_report():
         print(f"warning: {line}")
 
     report = Report()
@@ -551,7 +551,7 @@ def main(argv=None):
     out.parent.mkdir(exist_ok=True)
     command = "python -m benchmarks.bench " + " ".join(argv if argv is not None else sys.argv[1:])
     out.write_text(json.dumps({"command": command.strip(), "commit": commit(), "date": today(),
-                               "fingerprint": figures.fingerprint(out.name), "inputs": figures.inputs(out.name),
+                               "fingerprint": provenance.fingerprint(out.name), "inputs": provenance.inputs(out.name),
                                "machine": machine(),
                                "load": [load_start, load_end], "repeats": repeats, "rows": report.rows,
                                "peak_mib": PEAKS, "summary": line}, indent=1) + "\n")

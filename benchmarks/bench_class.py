@@ -29,7 +29,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-from benchmarks import figures  # noqa: E402
+from benchmarks import provenance  # noqa: E402
 from benchmarks.bench import commit, machine, today  # noqa: E402  (benchmarks/bench.py: the same notes on every figure)
 from tests import harness as h  # noqa: E402
 from course_staff.grading.postgres import Server  # noqa: E402
@@ -94,7 +94,7 @@ def main(argv=None):
     if args.markdown:
         print(markdown())
         return 0
-    for line in figures.stale_report():
+    for line in provenance.stale_report():
         print(f"warning: {line}")
     kinds = classroom.distinct()
     roster = classroom.class_of(args.size, kinds)
@@ -118,7 +118,7 @@ def main(argv=None):
     same = scores[1] == scores[2] and len(scores[1]) == len(roster)
     command = "python -m benchmarks.bench_class " + " ".join(argv if argv is not None else sys.argv[1:])
     data = {"command": command.strip(), "commit": commit(), "date": today(), "machine": machine(),
-            "fingerprint": figures.fingerprint("bench_class.json"), "inputs": figures.inputs("bench_class.json"),
+            "fingerprint": provenance.fingerprint("bench_class.json"), "inputs": provenance.inputs("bench_class.json"),
             "size": len(roster), "identical": same, "runs": runs}
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(data, indent=1) + "\n")

@@ -22,13 +22,13 @@ LONGEST_FIRST = ("browser/test_hub_round_trip.py", "test_class_grading.py", "tes
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    """The measured figures that no longer measure the current code (benchmarks/figures.py): named as a
+    """The measured figures that no longer measure the current code (benchmarks/provenance.py): named as a
     warning, never a failure (a figure is of the measurement lane, `make bench` and the like remake it)."""
     if hasattr(config, "workerinput"):            # an xdist worker: the controller reports
         return
-    from benchmarks import figures
+    from benchmarks import provenance
     try:
-        lines = figures.stale_report()
+        lines = provenance.stale_report()
     except Exception as err:  # noqa: BLE001 -- a warning must never fail the run
         lines = [f"could not tell which figures are stale: {type(err).__name__}: {err}"]
     if lines:

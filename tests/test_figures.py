@@ -1,5 +1,5 @@
-"""The measured figures (benchmarks/figures.py): documents quote them from the results files, a notebook
-within a band, and a figure whose code changed is named as stale, never failed."""
+"""The measured figures: documents quote them from the results files (benchmarks/figures.py), a notebook
+within a band, and a figure whose code changed is named as stale, never failed (benchmarks/provenance.py)."""
 
 import json
 import re
@@ -8,7 +8,7 @@ import subprocess
 import nbformat
 import pytest
 
-from benchmarks import figures
+from benchmarks import figures, provenance
 
 
 def test_every_marked_figure_is_rendered_from_its_results_file():
@@ -67,21 +67,21 @@ def measured(tmp_path, monkeypatch):
     (tmp_path / "pkg" / "b.py").write_text("B = 2\n")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("prose"), nbformat.v4.new_code_cell("y = 1")])
     nbformat.write(nb, str(tmp_path / "lab.ipynb"))
-    monkeypatch.setitem(figures.MEASURED, "x.json", ["pkg", "lab.ipynb"])
+    monkeypatch.setitem(provenance.MEASURED, "x.json", ["pkg", "lab.ipynb"])
     return tmp_path
 
 
 def test_a_figure_is_stale_when_the_code_it_measured_changed(measured):
-    data = {"fingerprint": figures.fingerprint("x.json", measured), "inputs": figures.inputs("x.json", measured)}
-    assert figures.changed_since("x.json", data, measured) == []
+    data = {"fingerprint": provenance.fingerprint("x.json", measured), "inputs": provenance.inputs("x.json", measured)}
+    assert provenance.changed_since("x.json", data, measured) == []
     a = measured / "pkg" / "a.py"
     a.write_text(a.read_text().replace('"""doc"""', '"""other words"""') + "# a comment\n")
     nb = nbformat.read(str(measured / "lab.ipynb"), as_version=4)
     nb.cells[0].source = "other prose"
     nbformat.write(nb, str(measured / "lab.ipynb"))
-    assert figures.changed_since("x.json", data, measured) == [], "comments, docstrings and prose change no figure"
+    assert provenance.changed_since("x.json", data, measured) == [], "comments, docstrings and prose change no figure"
     a.write_text(a.read_text().replace("total", "result"))                  # a renamed local variable
-    assert figures.changed_since("x.json", data, measured) == ["pkg/a.py"]
+    assert provenance.changed_since("x.json", data, measured) == ["pkg/a.py"]
 
 
 def test_the_files_changed_since_are_named_from_the_commit_when_the_results_record_no_digests(measured):
@@ -95,20 +95,20 @@ def test_the_files_changed_since_are_named_from_the_commit_when_the_results_reco
                           text=True).stdout.strip()
     data = {"commit": head, "fingerprint": "an older one"}
     (measured / "pkg" / "b.py").write_text("B = 2  # two\n")                # a comment: not a change
-    assert figures.changed_since("x.json", data, measured) in ([], ["(torch's version)"])
+    assert provenance.changed_since("x.json", data, measured) in ([], ["(torch's version)"])
     (measured / "pkg" / "b.py").write_text("B = 3\n")
     (measured / "pkg" / "c.py").write_text("C = 1\n")                        # a new file it would measure
-    assert figures.changed_since("x.json", data, measured) == ["pkg/b.py", "pkg/c.py"]
+    assert provenance.changed_since("x.json", data, measured) == ["pkg/b.py", "pkg/c.py"]
 
 
 def test_the_stale_report_names_each_stale_figure_and_fails_nothing(monkeypatch, tmp_path):
-    monkeypatch.setattr(figures, "RESULTS", tmp_path)
+    monkeypatch.setattr(provenance, "RESULTS", tmp_path)
     for name in ("bench.json", "make_test.json", "bench_class.json"):
-        data = json.loads((figures.REPO / "benchmarks" / "results" / name).read_text())
-        data["fingerprint"], data["inputs"] = "old", {**figures.inputs(name), "course_utils/tinylm.py": "0" * 16}
+        data = json.loads((provenance.REPO / "benchmarks" / "results" / name).read_text())
+        data["fingerprint"], data["inputs"] = "old", {**provenance.inputs(name), "course_utils/tinylm.py": "0" * 16}
         (tmp_path / name).write_text(json.dumps(data))
-    lines = figures.stale_report()
+    lines = provenance.stale_report()
     stale = [ln for ln in lines if "is stale: changed since:" in ln]
     assert len(stale) == 3 and all(ln.endswith("changed since: course_utils/tinylm.py (re-measure: "
-                                               + figures.REMAKE[ln.split()[0].split("/")[-1]] + ", then make figures)")
+                                               + provenance.REMAKE[ln.split()[0].split("/")[-1]] + ", then make figures)")
                                    for ln in stale), lines
