@@ -43,6 +43,19 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank.get(str(item.path), len(rank)))       # stable: same order otherwise
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_course_templates(tmp_path_factory):
+    """The folder where tests/harness.py generates each set of labs once for the whole run: under xdist,
+    the parent of the workers' own folders (all workers of one run share it)."""
+    from tests import harness
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if base.name.startswith("popen-gw") else base) / "course-templates"
+    shared.mkdir(exist_ok=True)
+    harness.TEMPLATES = shared
+    yield shared
+    harness.TEMPLATES = None
+
+
 @pytest.fixture(scope="session")
 def postgres():
     """A real PostgreSQL server (Debian's package, course_staff.grading.postgres), started for this test

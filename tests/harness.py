@@ -90,10 +90,31 @@ def db_url(course):
     return f"sqlite:///{Path(course) / 'gradebook.db'}"
 
 
+# A folder that the processes of one test session share (tests/conftest.py sets it): each set of labs is
+# generated there once, and every later course_copy of the same labs copies it (generate_assignment costs
+# a few CPU seconds per lab; the lifecycle, the mutants, validate and the hub each need a fresh course).
+TEMPLATES = None
+
+
 def course_copy(tmp_path, labs=LABS):
     """A fresh course in ``tmp_path/course``: the config, source/ and release/ of the repo, with
     ``generate_assignment`` run for each lab (which also records the labs in a new gradebook)."""
     course = Path(tmp_path) / "course"
+    if TEMPLATES is None or not labs:
+        return _generate(course, labs)
+    from filelock import FileLock
+
+    template = Path(TEMPLATES) / "+".join(labs)
+    with FileLock(f"{template}.lock"):               # one process generates, the others wait and copy
+        if not (template / "generated").exists():
+            shutil.rmtree(template, ignore_errors=True)
+            _generate(template / "course", labs)
+            (template / "generated").touch()
+    shutil.copytree(template / "course", course)
+    return course
+
+
+def _generate(course, labs):
     course.mkdir(parents=True)
     shutil.copy2(REPO / "nbgrader_config.py", course / "nbgrader_config.py")
     for folder in ("source", "release"):
