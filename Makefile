@@ -104,10 +104,10 @@ hub-stop: setup  ## stop it and remove its users, their homes, the exchange, its
 	$(PY) -m course_staff.hub stop
 
 bench: setup  ## time every path students, TAs and instructors wait on (then render the figures the docs quote)
-	$(PY) -m benchmarks.bench; status=$$?; $(PY) -m benchmarks.figures; exit $$status
+	$(PY) -m benchmarks.bench
 
 bench-class: postgres-install  ## a class of 40 graded on PostgreSQL with JOBS=1, then JOBS=2
-	$(PY) -m benchmarks.bench_class; status=$$?; $(PY) -m benchmarks.figures; exit $$status
+	$(PY) -m benchmarks.bench_class
 
 science: setup  ## both labs' lessons and the Beyond PPO notebook's claims over 5 seeds, each against a negative control
 	$(PY) -m benchmarks.science; status=$$?; $(PY) -m benchmarks.figures; exit $$status

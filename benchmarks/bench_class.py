@@ -122,7 +122,8 @@ def main(argv=None):
             "size": len(roster), "identical": same, "runs": runs}
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(data, indent=1) + "\n")
-    print(f"raw figures: {RESULTS.relative_to(HERE.parent)} (`make figures` renders them into the documents)")
+    print(f"raw figures: {RESULTS.relative_to(HERE.parent)}")
+    provenance.render_documents()
     print(summary(data))
     return 0 if same else 1
 

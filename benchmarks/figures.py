@@ -15,6 +15,7 @@ the current code is benchmarks/provenance.py's question: a stale figure is a war
 import argparse
 import re
 import sys
+from pathlib import Path
 
 from benchmarks import bench, bench_class, science
 from benchmarks.provenance import REPO, results, stale_report
@@ -92,6 +93,12 @@ def render(text):
             new = f"\n{new.strip()}\n"
         return f"<!-- fig:{m.group('key')} -->{new}<!-- /fig -->"
     return SPAN.sub(one, text)
+
+
+def unrendered(root=REPO):
+    """The documents whose marked figures differ from what the results files hold now (`make figures`
+    renders them; a warning of `make test`, never a failure)."""
+    return [rel for rel in DOCUMENTS if render((Path(root) / rel).read_text()) != (Path(root) / rel).read_text()]
 
 
 def within_band(quoted, measured, band=BAND):

@@ -172,6 +172,12 @@ def stale_report(root=REPO):
     return lines
 
 
+def render_documents():
+    """`make figures` in a process of its own (benchmarks/figures.py imports the benchmarks that call this):
+    the documents quote the results just written."""
+    subprocess.run([sys.executable, "-m", "benchmarks.figures"], cwd=REPO, check=False)
+
+
 def main():
     lines = stale_report()
     print("\n".join(f"warning: {line}" for line in lines) or "every committed figure measured the current files")

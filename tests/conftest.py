@@ -26,9 +26,11 @@ def pytest_terminal_summary(terminalreporter, config):
     warning, never a failure (a figure is of the measurement lane, `make bench` and the like remake it)."""
     if hasattr(config, "workerinput"):            # an xdist worker: the controller reports
         return
-    from benchmarks import provenance
+    from benchmarks import figures, provenance
     try:
         lines = provenance.stale_report()
+        lines += [f"{rel} quotes other figures than benchmarks/results holds: run `make figures`"
+                  for rel in figures.unrendered()]
     except Exception as err:  # noqa: BLE001 -- a warning must never fail the run
         lines = [f"could not tell which figures are stale: {type(err).__name__}: {err}"]
     if lines:
