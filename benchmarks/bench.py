@@ -198,20 +198,21 @@ def bench_exact(report, repeats, ctx):
     first call) and warm (the tree cached: reference-model pass, rewards, solve); then one beta alone."""
     from course_staff.exact import exact_optimum_of
     from course_utils import response_tree, tree_optimum
+    beta = ctx["lab"]["RLHFConfig"]().beta              # the notebook's default
 
     def cold():
         response_tree._build.cache_clear()                  # ResponseTree.build keeps the last few trees
-        return exact_optimum_of(ctx["sft"], ctx["rm"], ctx["rm_offset"], beta=0.1)
+        return exact_optimum_of(ctx["sft"], ctx["rm"], ctx["rm_offset"], beta=beta)
 
     times, opt, cpu = timed(cold, repeats)
     report.add("exact optimum, cold: tree built, 100 prompts", times, budget=3,
                note=f"({cpu_note(cpu)}; J* {opt.objective:+.3f}, gold {opt.stats.gold:+.2f}, KL {opt.stats.kl:.2f})")
-    times, _, cpu = timed(lambda: exact_optimum_of(ctx["sft"], ctx["rm"], ctx["rm_offset"], beta=0.1), repeats)
+    times, _, cpu = timed(lambda: exact_optimum_of(ctx["sft"], ctx["rm"], ctx["rm_offset"], beta=beta), repeats)
     report.add("exact optimum, warm: tree cached", times, budget=3, note=f"({cpu_note(cpu)})")
     tree = response_tree.ResponseTree.build()
     ref_logp, rewards = tree.logprobs(ctx["sft"]), tree.rm_rewards(ctx["rm"], ctx["rm_offset"])
     ctx["tree"] = (tree, ref_logp, rewards)
-    times, _, _ = timed(lambda: tree_optimum.exact_optimum(tree, ref_logp, rewards, 0.1), max(repeats, 5))
+    times, _, _ = timed(lambda: tree_optimum.exact_optimum(tree, ref_logp, rewards, beta), max(repeats, 5))
     report.add("exact optimum, one beta on cached log-probs", [t * 1000 for t in times], unit="ms")
 
 
