@@ -156,7 +156,7 @@ def stale_report(root=REPO):
         if changed:
             shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
             lines.append(f"benchmarks/results/{name} (commit {data.get('commit', '?')}) is stale: changed since: "
-                         f"{shown} (re-measure: {REMAKE[name]}, then make figures)")
+                         f"{shown} (re-measure: {REMAKE[name]})")
     if results("science.json") is not None:
         try:
             differ = _science_stale()

@@ -110,5 +110,5 @@ def test_the_stale_report_names_each_stale_figure_and_fails_nothing(monkeypatch,
     lines = provenance.stale_report()
     stale = [ln for ln in lines if "is stale: changed since:" in ln]
     assert len(stale) == 3 and all(ln.endswith("changed since: course_utils/tinylm.py (re-measure: "
-                                               + provenance.REMAKE[ln.split()[0].split("/")[-1]] + ", then make figures)")
+                                               + provenance.REMAKE[ln.split()[0].split("/")[-1]] + ")")
                                    for ln in stale), lines
