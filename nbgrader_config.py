@@ -15,6 +15,7 @@ try:
     from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
     from nbgrader import preprocessors as pp
 
+    from course_staff.course import COURSE_ID
     from course_staff.grading.late_policy import LatePolicy
     from course_staff.grading.manual_scores import ReportManualScores
     from course_staff.grading.nbgrader_plugins import (ClearWidgetState, FlagTampering, FlagWrittenAnswers,
@@ -25,7 +26,7 @@ try:
     here = Path(__file__).resolve().parent
 
     # -- the course and where everything lives (absolute, whatever the working directory)
-    c.CourseDirectory.course_id = "rl-for-llms"
+    c.CourseDirectory.course_id = COURSE_ID
     c.CourseDirectory.root = str(here)
     c.CourseDirectory.source_directory = "source"
     c.CourseDirectory.release_directory = "release"

@@ -34,7 +34,7 @@ from pathlib import Path
 import nbformat
 
 from course_staff import course
-from course_staff.course import is_grade, is_solution
+from course_staff.course import COURSE_ID, is_grade, is_solution
 
 # where source/ and release/ are read from: this checkout, or another one named in COURSE_UNDER_TEST
 REPO = Path(os.environ.get("COURSE_UNDER_TEST") or course.REPO)
@@ -320,6 +320,27 @@ def max_scores(course, lab):
 
 def total(scores):
     return sum(v or 0.0 for v in scores.values())
+
+
+def exchange_submit(course, exchange, home, student, lab, submission):
+    """What `nbgrader fetch_assignment` then `nbgrader submit` do, through nbgrader's exchange API."""
+    from nbgrader.auth import Authenticator
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeSubmit
+    from traitlets.config import Config
+
+    config = Config()
+    config.Exchange.root = str(exchange)
+    config.Exchange.assignment_dir = str(home)
+    config.CourseDirectory.course_id = COURSE_ID
+    config.CourseDirectory.assignment_id = lab
+    config.CourseDirectory.student_id = student
+    for step in (ExchangeFetchAssignment, None, ExchangeSubmit):
+        if step is None:
+            _write(home / lab / f"{lab}.ipynb", submission)
+            continue
+        coursedir = CourseDirectory(config=config)
+        step(coursedir=coursedir, authenticator=Authenticator(config=config), config=config).start()
 
 
 __all__ = ["course_copy", "solved_submission", "blank_submission", "autograde", "max_scores", "grade",
