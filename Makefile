@@ -24,7 +24,7 @@ PGDIR  := .postgres
 # JupyterLab refuses to run as root (containers, CI) unless told to
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup repair lab student-edition test test-fast check-config release autograde feedback grades bench science sft browser clean
+.PHONY: help setup repair lab student-edition test test-fast check-config release autograde feedback grades bench science figures sft browser clean
 .PHONY: record clear-manual postgres postgres-install postgres-stop bench-class hub hub-install hub-stop sandbox-install sandbox
 
 help:  ## list the targets
@@ -123,14 +123,17 @@ hub: hub-install  ## a local JupyterHub (root): 1 instructor, 3 students, the ex
 hub-stop: setup  ## stop it and remove its users, their homes, the exchange, its processes and state
 	$(PY) -m course_staff.hub stop
 
-bench: setup  ## time every path students, TAs and instructors wait on
-	$(PY) benchmarks/bench.py
+bench: setup  ## time every path students, TAs and instructors wait on (then render the figures the docs quote)
+	$(PY) -m benchmarks.bench
 
 bench-class: postgres-install sandbox-install  ## a class of 40 graded on PostgreSQL with JOBS=1, then JOBS=2
-	$(PY) benchmarks/bench_class.py
+	$(PY) -m benchmarks.bench_class
 
 science: setup  ## both labs' lessons and the Beyond PPO notebook's claims over 5 seeds, each against a negative control
-	$(PY) benchmarks/science.py
+	$(PY) -m benchmarks.science; status=$$?; $(PY) -m benchmarks.figures; exit $$status
+
+figures: setup  ## render the figures README, docs and benchmarks/README quote from benchmarks/results; name the stale ones
+	$(PY) -m benchmarks.figures
 
 sft: setup  ## rebuild the shipped SFT checkpoint (deterministic, a few seconds)
 	$(PY) -m course_staff.edition.build_sft

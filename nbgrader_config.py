@@ -15,19 +15,20 @@ try:
     from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
     from nbgrader import preprocessors as pp
 
+    from course_staff.course import COURSE_ID
     from course_staff.grading import sandbox
     from course_staff.grading.late_policy import LatePolicy
     from course_staff.grading.manual_scores import ReportManualScores
     from course_staff.grading.nbgrader_plugins import (ClearWidgetState, FlagTampering, FlagWrittenAnswers,
                                               HideTestCode, ReportNotebookProblems, RestoreReadOnlyCells,
                                               SurviveKernelDeath)
-    from course_utils.selfcheck import CELL_LIMIT_S    # students' `make check` applies the same limit
+    from course_utils.selfcheck import ANSWER_STUB, CELL_LIMIT_S, CODE_STUB    # `make check` knows the same
 
     c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
     here = Path(__file__).resolve().parent
 
     # -- the course and where everything lives (absolute, whatever the working directory)
-    c.CourseDirectory.course_id = "rl-for-llms"
+    c.CourseDirectory.course_id = COURSE_ID
     c.CourseDirectory.root = str(here)
     c.CourseDirectory.source_directory = "source"
     c.CourseDirectory.release_directory = "release"
@@ -39,8 +40,8 @@ try:
     c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.py"]
 
     # -- students see a stub that fails loudly, not an empty cell
-    c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
-    c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+    c.ClearSolutions.code_stub = {"python": CODE_STUB}
+    c.ClearSolutions.text_stub = ANSWER_STUB
 
     # -- release: no outputs and no widget state (stale images of a solution run would leak)
     c.GenerateAssignment.preprocessors = [

@@ -1,9 +1,9 @@
 """Time every path a student, TA or instructor waits on, against the course's budgets.
 
-    python benchmarks/bench.py              # or: make bench          (about 10 minutes)
-    python benchmarks/bench.py --quick      # one run of each instead of three (a few minutes)
-    python benchmarks/bench.py --make-test  # only `make test`, on a fresh clone of HEAD (long)
-    python benchmarks/bench.py --markdown   # the table of benchmarks/README.md, from results/*.json
+    python -m benchmarks.bench              # or: make bench          (about 10 minutes)
+    python -m benchmarks.bench --quick      # one run of each instead of three (a few minutes)
+    python -m benchmarks.bench --make-test  # only `make test`, on a fresh clone of HEAD (long)
+    python -m benchmarks.bench --markdown   # the table of benchmarks/README.md, from results/*.json
 
 Prints the machine, then one line per measurement: the median over repeated runs (every run in
 brackets) and its budget. The last line reads ``bench: K/N budgets met`` and names the misses.
@@ -13,9 +13,10 @@ draw is timed in a fresh process, as its explore cell calls it.
 The labs' functions come from their source notebooks (``course_staff.solutions.load_lab``), so the
 figures are those of the reference solution. Both sides of a ratio run with the same settings.
 The raw figures of the latest run go to benchmarks/results/bench.json (make_test.json for
---make-test), with the commit they measured and a fingerprint of the files they measured (MEASURED):
-commit them with the README table that quotes them (``--markdown`` renders it);
-tests/test_benchmarks_readme.py fails when the fingerprint no longer matches those files.
+--make-test) with their provenance: the commit, the date, the machine, the load, and the digests of the
+files they measured (benchmarks/provenance.py: MEASURED). `make figures` renders the figures the documents
+quote from them. A figure is of the measurement lane: it never fails `make test`; once the files it
+measured change, `make test` and this script print a warning naming it and them.
 """
 
 import argparse
@@ -35,8 +36,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"           # the raw figures of the latest run, committed with the README quoting them
-sys.path.insert(0, str(HERE.parent))   # course_staff, from a checkout
-sys.path.insert(0, str(HERE.parent / "tests"))   # the grading harness (tests/harness.py)
 from course_staff.solutions import REPO, load_lab, notebook_path  # noqa: E402
 
 import torch  # noqa: E402
@@ -44,16 +43,12 @@ import torch  # noqa: E402
 from course_utils.tinylm import load_sft  # noqa: E402
 
 from course_staff.course import LABS  # noqa: E402
+
+from benchmarks import provenance  # noqa: E402
 BEYOND = REPO / "notebooks" / "beyond_ppo.ipynb"
 SLIDER_CALLS = 20
-# what the figures measure: their code (compared without comments and docstrings, notebooks by their code
-# cells) and the SFT checkpoint. A committed figure whose fingerprint no longer matches these files is stale
-# (tests/test_benchmarks_readme.py).
-MEASURED = {"bench.json": ["benchmarks/bench.py", "course_utils", "course_staff", "source/lab11/lab11.ipynb",
-                           "source/lab12/lab12.ipynb", "notebooks/beyond_ppo.ipynb", "nbgrader_config.py"],
-            "make_test.json": ["benchmarks/bench.py", "course_utils", "course_staff", "tests", "source",
-                               "notebooks", "Makefile", ".ci/run", "pyproject.toml", "environment.yml"]}
-MEASURING_MAKE_TEST = "COURSE_MEASURING_MAKE_TEST"    # set in the suite that --make-test times
+SLIDER_FIRST_DRAW_BUDGET_MS = 600   # CPU ms: a slider's first frame, in a fresh process
+SLIDER_MOVE_BUDGET_MS = 150         # CPU ms: each later move (tests/test_lab1*_views.py hold the views to it too)
 _KERNEL_PEAK_MIB = []          # peak memory of each kernel that a Run All measurement started
 PEAKS = {}                     # {what: peak resident memory in MiB}
 
@@ -203,20 +198,21 @@ def bench_exact(report, repeats, ctx):
     first call) and warm (the tree cached: reference-model pass, rewards, solve); then one beta alone."""
     from course_staff.exact import exact_optimum_of
     from course_utils import response_tree, tree_optimum
+    beta = ctx["lab"]["RLHFConfig"]().beta              # the notebook's default
 
     def cold():
         response_tree._build.cache_clear()                  # ResponseTree.build keeps the last few trees
-        return exact_optimum_of(ctx["sft"], ctx["rm"], ctx["rm_offset"], beta=0.1)
+        return exact_optimum_of(ctx["sft"], ctx["rm"], ctx["rm_offset"], beta=beta)
 
     times, opt, cpu = timed(cold, repeats)
     report.add("exact optimum, cold: tree built, 100 prompts", times, budget=3,
                note=f"({cpu_note(cpu)}; J* {opt.objective:+.3f}, gold {opt.stats.gold:+.2f}, KL {opt.stats.kl:.2f})")
-    times, _, cpu = timed(lambda: exact_optimum_of(ctx["sft"], ctx["rm"], ctx["rm_offset"], beta=0.1), repeats)
+    times, _, cpu = timed(lambda: exact_optimum_of(ctx["sft"], ctx["rm"], ctx["rm_offset"], beta=beta), repeats)
     report.add("exact optimum, warm: tree cached", times, budget=3, note=f"({cpu_note(cpu)})")
     tree = response_tree.ResponseTree.build()
     ref_logp, rewards = tree.logprobs(ctx["sft"]), tree.rm_rewards(ctx["rm"], ctx["rm_offset"])
     ctx["tree"] = (tree, ref_logp, rewards)
-    times, _, _ = timed(lambda: tree_optimum.exact_optimum(tree, ref_logp, rewards, 0.1), max(repeats, 5))
+    times, _, _ = timed(lambda: tree_optimum.exact_optimum(tree, ref_logp, rewards, beta), max(repeats, 5))
     report.add("exact optimum, one beta on cached log-probs", [t * 1000 for t in times], unit="ms")
 
 
@@ -258,7 +254,6 @@ SLIDERS = [
 ]
 _FRESH_DRAW = """
 import json, statistics, sys, time
-sys.path.insert(0, {repo!r})
 from course_staff.solutions import load_lab
 ns = load_lab({lab!r})
 exec({setup!r}, ns)
@@ -280,7 +275,7 @@ print(json.dumps({{"first": first, "cpu": cpu, "prepare": prepare, "moves": move
 
 def fresh_first_draw(lab, setup, view, first, positions):
     """{first, cpu, prepare, moves} in seconds: one slider timed in a fresh process (see SLIDERS)."""
-    code = _FRESH_DRAW.format(repo=str(REPO), lab=lab, setup=setup, view=view, first=first, positions=positions,
+    code = _FRESH_DRAW.format(lab=lab, setup=setup, view=view, first=first, positions=positions,
                               calls=SLIDER_CALLS)
     env = {k: v for k, v in os.environ.items() if k != "NBGRADER_EXECUTION"}
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(REPO), env=env)
@@ -291,7 +286,7 @@ def fresh_first_draw(lab, setup, view, first, positions):
 
 def bench_sliders(report, repeats, labs=LABS):
     """Two figures per slider, each against its budget: the first draw in a fresh process (median
-    over ``repeats`` processes; budget 600 ms) and the median of the later moves (budget 150 ms),
+    over ``repeats`` processes; SLIDER_FIRST_DRAW_BUDGET_MS) and the median of the later moves (SLIDER_MOVE_BUDGET_MS),
     both in CPU time (a shared machine's wall clock is noisy; it is in the note)."""
     for what, lab, setup, view, first, positions in SLIDERS:
         if lab not in labs:
@@ -299,10 +294,10 @@ def bench_sliders(report, repeats, labs=LABS):
         runs = [fresh_first_draw(lab, setup, view, first, positions) for _ in range(repeats)]
         cpus = [r["cpu"] * 1000 for r in runs]
         moves = [m * 1000 for m in runs[0]["moves"]]
-        report.add(f"slider: {what}, first draw (fresh process), CPU", cpus, unit="ms", budget=600,
+        report.add(f"slider: {what}, first draw (fresh process), CPU", cpus, unit="ms", budget=SLIDER_FIRST_DRAW_BUDGET_MS,
                    note=f"(wall {statistics.median(r['first'] for r in runs) * 1000:.0f} ms; preparing the view "
                         f"{statistics.median(r['prepare'] for r in runs) * 1000:.0f} ms of it, wall)")
-        report.add(f"slider: {what}, later moves, CPU", [statistics.median(moves)], unit="ms", budget=150,
+        report.add(f"slider: {what}, later moves, CPU", [statistics.median(moves)], unit="ms", budget=SLIDER_MOVE_BUDGET_MS,
                    note=f"(median of {len(moves)}, max {max(moves):.0f} ms)")
 
 
@@ -425,7 +420,7 @@ def bench_autograde(report, repeats, lab):
     notebook: both commands with NBGRADER_EXECUTION set (the grader's view of the notebook) and the
     same Execute settings (nbgrader_config.py's timeout and immediate kernel shutdown)."""
     import nbformat
-    import harness
+    from tests import harness
 
     if not notebook_path(lab).exists() or not (REPO / "release" / lab / f"{lab}.ipynb").exists():
         report.missing(f"autograde {lab} / plain execution", f"source or release of {lab} missing")
@@ -459,7 +454,6 @@ def bench_make_test(report):
     environment set-up, browser and PostgreSQL checks and the whole suite. The note quotes pytest's
     summary line."""
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "MAKEFLAGS", "MAKELEVEL")}
-    env[MEASURING_MAKE_TEST] = "1"      # the clone's make_test.json is the one this run replaces: stale by design
     ours = str(Path(sys.executable).parent)                 # this venv must not stand in for the clone's
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != ours)
     with tempfile.TemporaryDirectory() as tmp:
@@ -477,35 +471,10 @@ def bench_make_test(report):
 
 
 # ----------------------------------------------------------------------------- results
-def _digest(path):
-    """What a file contributes to a fingerprint: Python as its syntax tree without docstrings or
-    comments, a notebook as the code of its code cells, anything else as its bytes."""
-    from course_staff.beyond.results import code_digest
-
-    if path.suffix == ".py":
-        return code_digest(path.read_text()).encode()
-    if path.suffix == ".ipynb":
-        import nbformat
-
-        cells = nbformat.read(str(path), as_version=4).cells
-        return "\n".join(c.source for c in cells if c.cell_type == "code").encode()
-    return path.read_bytes()
-
-
-def fingerprint(name, root=REPO):
-    """sha256 of the files a results file measured (MEASURED[name]; folders: their .py, .ipynb and .pt
-    files), and of torch's version."""
-    import hashlib
-
-    h = hashlib.sha256(f"torch {torch.__version__}".encode())
-    for rel in MEASURED[name]:
-        path = Path(root) / rel
-        files = sorted(p for p in path.rglob("*") if p.suffix in (".py", ".ipynb", ".pt")
-                       and "__pycache__" not in p.parts and ".ipynb_checkpoints" not in p.parts) \
-            if path.is_dir() else [path] if path.exists() else []
-        for f in files:
-            h.update(str(f.relative_to(root)).encode() + _digest(f))
-    return h.hexdigest()
+def today():
+    """The date and time of a run, UTC."""
+    from datetime import datetime, timezone
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def commit():
@@ -551,6 +520,8 @@ def main(argv=None):
         print(markdown())
         return 0
     repeats = args.repeats or (1 if args.quick else 3)
+    for line in provenance.stale_report():
+        print(f"warning: {line}")
 
     report = Report()
     load_start = os.getloadavg()[0]
@@ -579,12 +550,14 @@ def main(argv=None):
           f"{'are inflated by other work' if max(load_start, load_end) > 1.2 else 'were taken on a quiet machine'})")
     line = report.summary()
     out.parent.mkdir(exist_ok=True)
-    command = "python benchmarks/bench.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    out.write_text(json.dumps({"command": command.strip(), "commit": commit(), "fingerprint": fingerprint(out.name),
+    command = "python -m benchmarks.bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    out.write_text(json.dumps({"command": command.strip(), "commit": commit(), "date": today(),
+                               "fingerprint": provenance.fingerprint(out.name), "inputs": provenance.inputs(out.name),
                                "machine": machine(),
                                "load": [load_start, load_end], "repeats": repeats, "rows": report.rows,
                                "peak_mib": PEAKS, "summary": line}, indent=1) + "\n")
     print(f"raw figures: {out.relative_to(REPO)}")
+    provenance.render_documents()
     print(line)
     return 0 if all(ok for _, ok, _ in report.budgets) else 1
 

@@ -1,7 +1,7 @@
 """Time the autograding of a class on a real PostgreSQL gradebook, with one grader then two.
 
-    python benchmarks/bench_class.py            # or: make bench-class   (about 8 minutes on 2 cores)
-    python benchmarks/bench_class.py --size 12  # a smaller class
+    python -m benchmarks.bench_class            # or: make bench-class   (about 8 minutes on 2 cores)
+    python -m benchmarks.bench_class --size 12  # a smaller class
 
 The class is tests/classroom.py's: the lifecycle test's Lab 11 students repeated to ``size``. A
 throwaway PostgreSQL server (course_staff.grading.postgres) gets one database per run; the lab is recorded
@@ -12,7 +12,7 @@ cell of every student is compared between the two gradebooks. The last line read
     class: 40 submissions, JOBS=1 <s>s, JOBS=2 <s>s, speed-up <x>x, scores identical
 
 (or ``scores differ``). The raw figures go to benchmarks/results/bench_class.json (commit them with
-the README table that quotes them: ``python benchmarks/bench_class.py --markdown`` renders it).
+the README table that quotes them: ``python -m benchmarks.bench_class --markdown`` renders it).
 """
 
 import argparse
@@ -28,13 +28,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))            # course_staff, from a checkout
-sys.path.insert(0, str(HERE.parent / "tests"))  # the simulated students and the grading harness
 
-from bench import commit, machine  # noqa: E402  (benchmarks/bench.py: the same notes on every figure)
-import harness as h  # noqa: E402
+from benchmarks import provenance  # noqa: E402
+from benchmarks.bench import commit, machine, today  # noqa: E402  (benchmarks/bench.py: the same notes on every figure)
+from tests import harness as h  # noqa: E402
 from course_staff.grading.postgres import Server  # noqa: E402
-import classroom  # noqa: E402
+from tests import classroom  # noqa: E402
 
 LAB = classroom.LAB
 RESULTS = HERE / "results" / "bench_class.json"
@@ -95,6 +94,8 @@ def main(argv=None):
     if args.markdown:
         print(markdown())
         return 0
+    for line in provenance.stale_report():
+        print(f"warning: {line}")
     kinds = classroom.distinct()
     roster = classroom.class_of(args.size, kinds)
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start "
@@ -115,12 +116,14 @@ def main(argv=None):
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     same = scores[1] == scores[2] and len(scores[1]) == len(roster)
-    command = "python benchmarks/bench_class.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    data = {"command": command.strip(), "commit": commit(), "machine": machine(),
+    command = "python -m benchmarks.bench_class " + " ".join(argv if argv is not None else sys.argv[1:])
+    data = {"command": command.strip(), "commit": commit(), "date": today(), "machine": machine(),
+            "fingerprint": provenance.fingerprint("bench_class.json"), "inputs": provenance.inputs("bench_class.json"),
             "size": len(roster), "identical": same, "runs": runs}
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(data, indent=1) + "\n")
     print(f"raw figures: {RESULTS.relative_to(HERE.parent)}")
+    provenance.render_documents()
     print(summary(data))
     return 0 if same else 1
 

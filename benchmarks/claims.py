@@ -294,7 +294,7 @@ def missing(claims=CLAIMS, root=REPO):
 
 
 def _criteria():
-    import science
+    from benchmarks import science
     return {f"{e.name}.{c.name}": c for e in science.experiments() for c in e.criteria}
 
 
@@ -316,7 +316,7 @@ def unknown_backings(claims=CLAIMS, root=REPO):
 def backed(claims=CLAIMS, verdicts=None, n_seeds=None, needed=None):
     """[(claim, True/False)]: quote found, backings exist, and (given a run's verdicts) every criterion named
     met on ``needed`` seeds with every control failing."""
-    import science
+    from benchmarks import science
     gone, bad = set(missing(claims)), {c for c, _ in unknown_backings(claims)}
     run = {f"{v.experiment}.{v.criterion.name}": v for v in verdicts or []}
     needed = min(needed or science.NEEDED, n_seeds or science.SEEDS)
@@ -381,7 +381,6 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--unledgered", action="store_true", help="list the sentences the ledger lacks")
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     for c in missing():
         print(f"MISSING  {c.where}: {c.quote!r}")
     for c, b in unknown_backings():
@@ -397,5 +396,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     sys.exit(main())

@@ -1,6 +1,6 @@
 """Rebuild course_utils/data/lab12_reference_curves.json: the reference runs of Lab 12's beta sweep.
 
-    python benchmarks/make_reference_curves.py          # a few minutes on one core
+    python -m benchmarks.make_reference_curves          # a few minutes on one core
 
 The file holds numbers only (the PPO histories), never code: the Lab 12 notebook overlays them on a
 student's own sweep. They are made with the instructor's solution (loaded from the source notebook
@@ -13,13 +13,11 @@ offset ``sft_offset``), then one
 import argparse
 import dataclasses
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from course_staff.solutions import REPO, load_lab  # noqa: E402
 
 from course_utils.labeler import KAPPA  # noqa: E402

@@ -36,10 +36,8 @@ from pathlib import Path
 from typing import Callable
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))            # the experiment modules, next to this file
-sys.path.insert(0, str(HERE.parent))     # course_staff, from a checkout
 
-MODULES = ("science_lab11", "science_lab12", "science_beyond")   # each defines EXPERIMENTS
+MODULES = ("benchmarks.science_lab11", "benchmarks.science_lab12", "benchmarks.science_beyond")   # each defines EXPERIMENTS
 SEEDS = 5
 NEEDED = 4                                     # seeds that must meet every criterion
 RESULTS = HERE / "results" / "science.json"
@@ -222,7 +220,7 @@ def main(argv=None):
     parser.add_argument("--smoke", action="store_true", help="only the experiments of the smoke test")
     parser.add_argument("--markdown", action="store_true", help="print the README table from results/science.json")
     args = parser.parse_args(argv)
-    import claims                         # the ledger of the notebooks' sentences (it reads this module's criteria)
+    from benchmarks import claims         # the ledger of the notebooks' sentences (it reads this module's criteria)
     if args.markdown:
         print(markdown())
         return 0
@@ -256,5 +254,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    import science                      # one copy of this module: the experiment modules import it too
+    from benchmarks import science      # one copy of this module: the experiment modules import it too
     sys.exit(science.main())

@@ -33,7 +33,7 @@ from course_staff.beyond.methods import DPOConfig, GRPOConfig, lab, make_world, 
 from course_utils.labeler import ranked_data
 from course_utils.world import K, spaced
 
-from science import Criterion, Experiment
+from benchmarks.science import Criterion, Experiment
 
 HACK_BETA = 0.05          # PPO hacks the RM here (Lab 12)
 BETA = 0.1                # Lab 12's default beta

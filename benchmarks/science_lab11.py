@@ -22,7 +22,7 @@ from course_staff.solutions import load_lab
 from course_utils.tinylm import load_sft
 from course_utils.twotoken import joint, two_token_logits, two_token_policy, two_token_rewards
 
-from science import Criterion, Experiment
+from benchmarks.science import Criterion, Experiment
 
 PROMPT = "7+5="
 N_DRAWS = 200_000                 # samples per policy: the standard error of a bias is std / sqrt(N_DRAWS)

@@ -50,7 +50,7 @@ from course_utils.tinylm import TOKENS, encode_prompts, make_batch, sample, sequ
 from course_utils.views.lab12 import exact_entropy, last_third
 from course_utils.world import N_OFFSET, Seeds, make_world
 
-from science import Criterion, Experiment
+from benchmarks.science import Criterion, Experiment
 
 N_EVAL = N_OFFSET         # SFT samples for the "start" figures, as many as for the RM offset
 LAST = 10                 # "end" = mean of the last LAST iterations

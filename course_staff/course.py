@@ -24,6 +24,7 @@ def labs(root=REPO):
 
 
 LABS = labs()
+COURSE_ID = "rl-for-llms"      # nbgrader's course id: nbgrader_config.py, the hub and the tests read it
 
 
 def source_notebook(lab, root=REPO):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import nbformat
 
-import harness as h
+from tests import harness as h
 
 LAB = "lab12"
 TASK_CHECK = "test_bt_loss"           # the check cell of Task 1, and its answer cell

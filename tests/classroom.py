@@ -15,8 +15,8 @@ with the grade of its kind.
 
 import itertools
 
-import harness as h
-from test_lifecycle import _exchange_api, roster as lifecycle_roster
+from tests import harness as h
+from tests import students
 
 LAB = "lab11"
 LEFT_OUT = {"loop"}          # infinite loop: one 30 s timeout per call
@@ -24,7 +24,7 @@ LEFT_OUT = {"loop"}          # infinite loop: one 30 s timeout per call
 
 def distinct(lab=LAB):
     """{kind: (submission, expected)} of the lifecycle roster of ``lab``, minus LEFT_OUT."""
-    return {kind: build() for kind, build in lifecycle_roster(lab).items() if kind not in LEFT_OUT}
+    return {kind: build() for kind, build in students.roster(lab).items() if kind not in LEFT_OUT}
 
 
 def class_of(size, kinds):
@@ -39,7 +39,7 @@ def ship(exchange, homes, roster, kinds, lab=LAB):
     """Every student of ``roster`` fetches ``lab`` from ``exchange`` and submits their kind's
     notebook, through nbgrader's exchange API (homes/<student> is their home)."""
     for student, kind in roster.items():
-        _exchange_api(None, exchange, homes / student, student, lab, kinds[kind][0])
+        h.exchange_submit(None, exchange, homes / student, student, lab, kinds[kind][0])
 
 
 def gradebook_scores(url, students, lab=LAB):

@@ -1,12 +1,10 @@
 """pytest configuration of the course's tests."""
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))   # `import mutant`, `import students` from any test
+from tests import requirements
 
 
 def pytest_configure(config):
@@ -23,10 +21,41 @@ LONGEST_FIRST = ("browser/test_hub_round_trip.py", "test_class_grading.py", "tes
                  "test_student_edition.py", "test_mutants.py")
 
 
+def pytest_terminal_summary(terminalreporter, config):
+    """The measured figures that no longer measure the current code (benchmarks/provenance.py): named as a
+    warning, never a failure (a figure is of the measurement lane, `make bench` and the like remake it)."""
+    if hasattr(config, "workerinput"):            # an xdist worker: the controller reports
+        return
+    from benchmarks import figures, provenance
+    try:
+        lines = provenance.stale_report()
+        lines += [f"{rel} quotes other figures than benchmarks/results holds: run `make figures`"
+                  for rel in figures.unrendered()]
+    except Exception as err:  # noqa: BLE001 -- a warning must never fail the run
+        lines = [f"could not tell which figures are stale: {type(err).__name__}: {err}"]
+    if lines:
+        terminalreporter.section("stale measured figures (a warning: nothing failed because of them)", yellow=True)
+        for line in lines:
+            terminalreporter.write_line(f"warning: {line}", yellow=True)
+
+
 def pytest_collection_modifyitems(config, items):
     tests = Path(__file__).resolve().parent
     rank = {str(tests / name): i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(str(item.path), len(rank)))       # stable: same order otherwise
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_course_templates(tmp_path_factory):
+    """The folder where tests/harness.py generates each set of labs once for the whole run: under xdist,
+    the parent of the workers' own folders (all workers of one run share it)."""
+    from tests import harness
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if base.name.startswith("popen-gw") else base) / "course-templates"
+    shared.mkdir(exist_ok=True)
+    harness.TEMPLATES = shared
+    yield shared
+    harness.TEMPLATES = None
 
 
 @pytest.fixture(scope="session")
@@ -39,8 +68,6 @@ def postgres():
     try:
         server = Server.start()
     except PostgresMissing as missing:
-        if os.environ.get("COURSE_REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"COURSE_REQUIRE_POSTGRES=1 but {missing}")
-        pytest.skip(str(missing))
+        requirements.missing("postgres", str(missing))
     yield server
     server.stop()

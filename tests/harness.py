@@ -34,7 +34,7 @@ from pathlib import Path
 import nbformat
 
 from course_staff import course
-from course_staff.course import is_grade, is_solution
+from course_staff.course import COURSE_ID, is_grade, is_solution
 
 # where source/ and release/ are read from: this checkout, or another one named in COURSE_UNDER_TEST
 REPO = Path(os.environ.get("COURSE_UNDER_TEST") or course.REPO)
@@ -90,10 +90,31 @@ def db_url(course):
     return f"sqlite:///{Path(course) / 'gradebook.db'}"
 
 
+# A folder that the processes of one test session share (tests/conftest.py sets it): each set of labs is
+# generated there once, and every later course_copy of the same labs copies it (generate_assignment costs
+# a few CPU seconds per lab; the lifecycle, the mutants, validate and the hub each need a fresh course).
+TEMPLATES = None
+
+
 def course_copy(tmp_path, labs=LABS):
     """A fresh course in ``tmp_path/course``: the config, source/ and release/ of the repo, with
     ``generate_assignment`` run for each lab (which also records the labs in a new gradebook)."""
     course = Path(tmp_path) / "course"
+    if TEMPLATES is None or not labs:
+        return _generate(course, labs)
+    from filelock import FileLock
+
+    template = Path(TEMPLATES) / "+".join(labs)
+    with FileLock(f"{template}.lock"):               # one process generates, the others wait and copy
+        if not (template / "generated").exists():
+            shutil.rmtree(template, ignore_errors=True)
+            _generate(template / "course", labs)
+            (template / "generated").touch()
+    shutil.copytree(template / "course", course)
+    return course
+
+
+def _generate(course, labs):
     course.mkdir(parents=True)
     shutil.copy2(REPO / "nbgrader_config.py", course / "nbgrader_config.py")
     for folder in ("source", "release"):
@@ -301,11 +322,32 @@ def total(scores):
     return sum(v or 0.0 for v in scores.values())
 
 
+def exchange_submit(course, exchange, home, student, lab, submission):
+    """What `nbgrader fetch_assignment` then `nbgrader submit` do, through nbgrader's exchange API."""
+    from nbgrader.auth import Authenticator
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeSubmit
+    from traitlets.config import Config
+
+    config = Config()
+    config.Exchange.root = str(exchange)
+    config.Exchange.assignment_dir = str(home)
+    config.CourseDirectory.course_id = COURSE_ID
+    config.CourseDirectory.assignment_id = lab
+    config.CourseDirectory.student_id = student
+    for step in (ExchangeFetchAssignment, None, ExchangeSubmit):
+        if step is None:
+            _write(home / lab / f"{lab}.ipynb", submission)
+            continue
+        coursedir = CourseDirectory(config=config)
+        step(coursedir=coursedir, authenticator=Authenticator(config=config), config=config).start()
+
+
 __all__ = ["course_copy", "solved_submission", "blank_submission", "autograde", "max_scores", "grade",
            "read_grades", "manual_grade", "validate", "solution_text", "nbgrader", "db_url", "Grades",
            "NbgraderError", "total", "LABS", "REPO"]
 
-if __name__ == "__main__":     # quick manual check: python tests/harness.py /tmp/x lab11
+if __name__ == "__main__":     # quick manual check: python -m tests.harness /tmp/x lab11
     tmp, lab = Path(sys.argv[1]), sys.argv[2]
     c = course_copy(tmp)
     print(json.dumps(autograde(c, lab, {"solved": solved_submission(lab),

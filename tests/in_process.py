@@ -18,9 +18,9 @@ import re
 
 import nbformat
 
-import harness as h
+from tests import harness as h
 from course_staff.solutions import load_lab
-from lab_tables import table
+from tests.lab_tables import table
 
 
 VISIBLE_PASSED = re.compile(r"visible checks pass")   # printed at the end of a check cell's visible part

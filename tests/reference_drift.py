@@ -18,19 +18,14 @@ compares what is stable across machines:
   catches a small change of the code.
 """
 
-import sys
-from pathlib import Path
+from benchmarks import make_reference_curves as reference  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import make_reference_curves as reference  # noqa: E402
-
-BETA, SEED = 0.1, 0          # the notebook's default run
 EARLY = 15                   # iterations compared one by one: half of the earliest cross-machine divergence seen (29)
 ROUNDING = 1e-4              # the file stores every value rounded to 4 decimals
 KL_ATOL = 2e-3               # nats: 20x the largest difference of the first 15 iterations between machines (1e-4)
 RM_RTOL = 1e-4               # relative, float32 weights after 300 Adam steps (measured: 1e-5 between machines)
 SAMPLED = ("rm", "gold", "acc", "malformed", "digits", "beta")   # averages over the sampled batch
-FIX = "rerun `python benchmarks/make_reference_curves.py` and commit the file"
+FIX = "rerun `python -m benchmarks.make_reference_curves` and commit the file"
 
 
 def meta_problems(now, stored):
@@ -115,16 +110,17 @@ def shipped():
 
 
 def default_run_problems(lab=None, cache=None, early_only=False, **changes):
-    """Problems of the notebook's default run (beta 0.1, seed 0) against the file; ``changes`` are
-    RLHFConfig fields to change (``early_only`` trains only the first EARLY iterations)."""
+    """Problems of the notebook's default run (RLHFConfig's own beta and seed) against the file; ``changes``
+    are RLHFConfig fields to change (``early_only`` trains only the first EARLY iterations)."""
     if lab is None:
         lab, cache = made()
     if early_only:
         changes["iters"] = EARLY
-    now = reference.reference_run(lab, cache, BETA, SEED, **changes)
+    default = lab["RLHFConfig"]()
+    now = reference.reference_run(lab, cache, default.beta, default.seed, **changes)
     ref = shipped()
     return (meta_problems(reference.reference_meta(lab, cache), ref["meta"])
-            + run_problems(now, ref["runs"][BETA], reference.SEEDS.index(SEED), early_only))
+            + run_problems(now, ref["runs"][default.beta], reference.SEEDS.index(default.seed), early_only))
 
 
 __all__ = ["default_run_problems", "meta_problems", "run_problems", "EARLY", "FIX"]

@@ -16,11 +16,11 @@ from html import unescape
 import nbformat
 import pytest
 
-import broken_notebooks as bn
-import harness as h
+from tests import broken_notebooks as bn
+from tests import harness as h
 from course_staff.edition import lab_cells
 from course_utils import notebook_problems, selfcheck
-from lab_tables import table
+from tests.lab_tables import table
 
 
 @pytest.fixture(scope="module")

@@ -9,14 +9,12 @@ the fixed SFT model that the notebooks state (exact sums over enumerable respons
 
 import math
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import claims  # noqa: E402
+from benchmarks import claims  # noqa: E402
 
 from course_utils.tinylm import EOS, load_sft  # noqa: E402
 from course_utils.twotoken import joint, two_token_logits, two_token_policy, two_token_rewards  # noqa: E402
@@ -140,8 +138,7 @@ def test_soft_value_lies_between_its_limits(sft):
 
 
 def test_greedy_sft_hides_its_blanks(sft):
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from rollouts import greedy
+    from tests.rollouts import greedy
     from course_utils.labeler import gold_score
     prompts = [f"{a}+{b}=" for a in range(10) for b in range(10)]
     out = greedy(sft, prompts)

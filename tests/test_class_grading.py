@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 
-import harness as h
+from tests import harness as h
 from course_staff.grading.class_grading import graded, shard_of
-import classroom
-import students as st
+from tests import classroom
+from tests import requirements
+from tests import students as st
 
 pytestmark = pytest.mark.slow
 
@@ -231,7 +232,7 @@ def test_the_dry_run_server_starts_serves_a_gradebook_and_stops(tmp_path, monkey
     try:
         bindir()
     except PostgresMissing as missing:
-        pytest.skip(str(missing))
+        requirements.missing("postgres", str(missing))
     run = lambda *args: subprocess.run([sys.executable, "-m", "course_staff.grading.postgres", *args],  # noqa: E731
                                        capture_output=True, text=True, timeout=120)
     started = run("start", tmp_path)

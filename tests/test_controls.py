@@ -13,17 +13,14 @@ digits against an RM with only its heaviest weights swapped (which leaves the th
 
 import difflib
 import math
-import sys
 import types
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import science  # noqa: E402
-import science_beyond  # noqa: E402
-import science_lab12 as L12  # noqa: E402
+from benchmarks import science  # noqa: E402
+from benchmarks import science_beyond  # noqa: E402
+from benchmarks import science_lab12 as L12  # noqa: E402
 
 from course_staff.beyond import methods as B  # noqa: E402
 

@@ -12,7 +12,7 @@ Exempt are what the lab itself states in the solution cell's docstring or its gi
 (the seed's own text), and fragments shorter than ``MIN_CHARS`` such as ``pairs = []`` or
 ``return loss, stats``, which are common Python and reveal no answer.
 
-`python tests/test_hints.py OLD_RELEASE_NB SOURCE_NB` prints what it finds in any pair of
+`python -m tests.test_hints OLD_RELEASE_NB SOURCE_NB` prints what it finds in any pair of
 notebooks (used to show that the old notebooks failed).
 """
 
@@ -22,16 +22,14 @@ import keyword
 import re
 import sys
 import tokenize
-from pathlib import Path
 
 import nbformat
 import pytest
 
+from course_staff.course import LABS, REPO
 from course_staff.edition.leaks import split_cell
-from lab_tables import table
+from tests.lab_tables import table
 
-REPO = Path(__file__).resolve().parents[1]
-LABS = ("lab11", "lab12")
 MIN_CHARS = 10
 RUNGS = ("Hint 1", "Hint 2", "Hint 3")
 _ASSIGN = re.compile(r"^(?:return\s+|[A-Za-z_][\w, \[\]\.]*\s*[-+*/]?=(?!=)\s*)(.+)$")

@@ -8,9 +8,9 @@ import re
 import nbformat
 import pytest
 
-import harness as h
+from tests import harness as h
 from course_staff.edition.rubrics import written_answers
-from lab_tables import table
+from tests.lab_tables import table
 
 LABS = h.LABS
 HINT = re.compile(r"<details><summary>Hint( \d)?[^<]*</summary>")
@@ -33,7 +33,7 @@ def test_every_graded_cell_is_in_the_table_with_its_points(lab):
 
 
 def test_tables_name_cells_and_never_points():
-    from lab_tables import task
+    from tests.lab_tables import task
     with pytest.raises(TypeError, match="points live in the notebook"):
         task("bt_loss", 2)
     with pytest.raises(KeyError, match="no graded cell"):

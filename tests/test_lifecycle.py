@@ -24,69 +24,23 @@ from pathlib import Path
 import nbformat
 import pytest
 
-import harness as h
-from course_staff.course import WITHHELD
-import students as st
-from lab_tables import table
+from tests import harness as h
+from course_staff.course import COURSE_ID, WITHHELD
+from tests import students as st
+from tests.lab_tables import table
 
 pytestmark = pytest.mark.slow
 
-COURSE_ID = "rl-for-llms"
 LABS = list(h.LABS)
 CLI_STUDENT = "sol"          # fetches and submits with the real command line; the others via the API
 
 
-# each lab's tasks, by name (its table: tests/lab_tables), for the students below
-PARTS = {
-    "lab11": {"partial": ("response_logprobs", "sample_with_temperature", "tilted_optimum", "token_level_optimum",
-                          "concept_entropy_limit"),
-              "answered": ("answer_kl_signs",),
-              "osexit": "tilted_optimum", "loop": "kl_estimators", "exit": "sequence_logprob",
-              "constant": "kl_objective", "always_equal": "token_level_optimum", "edited": "token_level_optimum",
-              "deleted": "sample_with_temperature", "retyped": "kl_objective", "raw": "response_logprobs"},
-    "lab12": {"partial": ("bt_loss", "kl_penalized_rewards", "ppo_rlhf_loss", "concept_clip"),
-              "answered": ("answer_exp1_predict",),
-              "osexit": "gae_per_token"},
-}
-
-
-def roster(lab):
-    """{student: builder}; a builder returns (submission, expected {grade cell: points}, or None for a
-    submission nbgrader cannot grade at all)."""
-    part = PARTS[lab]
-    task = lambda name: st.row(lab, name)                    # noqa: E731
-    students = {
-        "sol": lambda: st.solution(lab),
-        "blank": lambda: st.blank(lab),
-        "partial": lambda: st.partial(lab, part["partial"], answered=part["answered"]),
-        "osexit": lambda: st.os_exit(lab, task(part["osexit"])),
-        "warnings": lambda: st.warnings_everywhere(lab),
-        "notjson": lambda: st.not_json(lab),
-    }
-    if lab == "lab11":     # the quick lab carries the rest of the adversarial catalogue
-        students.update({
-            "loop": lambda: st.infinite_loop(lab, task(part["loop"])),
-            "patched": lambda: st.monkeypatched_checks(lab),
-            "rebound": lambda: st.redefined_checks(lab),
-            # three tricks in three tasks, three edits of the notebook in three others
-            "tricks": lambda: st.combine(lab, st.system_exit(lab, task(part["exit"])),
-                                         st.constant(lab, task(part["constant"])),
-                                         st.always_equal(lab, task(part["always_equal"]))),
-            "edits": lambda: st.combine(lab, st.edited_test(lab, task(part["edited"])),
-                                        st.deleted_test(lab, task(part["deleted"])),
-                                        st.changed_cell_types(lab, task(part["retyped"]), task(part["raw"]))),
-        })
-    return students
-
-
-# what the TA gives in the formgrader: {student: {answer cell: (score, comment)}}; a blank answer is
-# confirmed at 0, so that nothing of sol, partial and blank waits for a TA any more
 def ta_grading(lab):
     written = table(lab).written_marks()
     return {
         "sol": {q: (p, f"Full marks ({q}): every point of the rubric is there.") for q, p in written.items()},
         "partial": {q: ((written[q] / 2, f"Half marks ({q}): the idea is right, the reason is missing.")
-                        if q in PARTS[lab]["answered"] else (0.0, "No answer.")) for q in written},
+                        if q in st.PARTS[lab]["answered"] else (0.0, "No answer.")) for q in written},
         "blank": {q: (0.0, "No answer.") for q in written},
     }
 
@@ -132,27 +86,6 @@ def _validate(course, lab, folder):
     return Validator(config=config).validate(str(nb_path))
 
 
-def _exchange_api(course, exchange, home, student, lab, submission):
-    """What `nbgrader fetch_assignment` then `nbgrader submit` do, through nbgrader's exchange API."""
-    from nbgrader.auth import Authenticator
-    from nbgrader.coursedir import CourseDirectory
-    from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeSubmit
-    from traitlets.config import Config
-
-    config = Config()
-    config.Exchange.root = str(exchange)
-    config.Exchange.assignment_dir = str(home)
-    config.CourseDirectory.course_id = COURSE_ID
-    config.CourseDirectory.assignment_id = lab
-    config.CourseDirectory.student_id = student
-    for step in (ExchangeFetchAssignment, None, ExchangeSubmit):
-        if step is None:
-            h._write(home / lab / f"{lab}.ipynb", submission)
-            continue
-        coursedir = CourseDirectory(config=config)
-        step(coursedir=coursedir, authenticator=Authenticator(config=config), config=config).start()
-
-
 def _exchange_cli(course, exchange, home, student, lab, submission):
     home.mkdir(parents=True, exist_ok=True)
     common = [f"--course={COURSE_ID}", f"--Exchange.root={exchange}"]
@@ -163,8 +96,7 @@ def _exchange_cli(course, exchange, home, student, lab, submission):
 
 @pytest.fixture(scope="module")
 def life(tmp_path_factory):
-    if not LABS:
-        pytest.skip("no lab in source/ yet")
+    assert LABS, "no lab in source/"
     tmp = tmp_path_factory.mktemp("lifecycle")
     timings = {}
     with _Timer(timings, "course copy + generate_assignment"):
@@ -180,10 +112,10 @@ def life(tmp_path_factory):
     with _Timer(timings, "release_assignment, fetch, submit, collect"):
         for lab in LABS:
             _, run.logs[f"release {lab}"] = h.nbgrader(course, "release_assignment", lab)
-            run.rosters[lab] = {name: build() for name, build in roster(lab).items()}
+            run.rosters[lab] = {name: build() for name, build in st.roster(lab).items()}
             for student, (submission, _) in run.rosters[lab].items():
                 home = tmp / "homes" / student
-                exchange_step = _exchange_cli if student == CLI_STUDENT else _exchange_api
+                exchange_step = _exchange_cli if student == CLI_STUDENT else h.exchange_submit
                 exchange_step(course, exchange, home, student, lab, submission)
             _, run.logs[f"collect {lab}"] = h.nbgrader(course, "collect", lab)
     for lab in LABS:
@@ -284,7 +216,7 @@ def test_collect_gathers_every_submission(life, lab):
 # -- scores -----------------------------------------------------------------------------------------
 
 def _cases():
-    return [(lab, s) for lab in LABS for s in roster(lab)]
+    return [(lab, s) for lab in LABS for s in st.roster(lab)]
 
 
 @pytest.mark.parametrize("lab,student", _cases())

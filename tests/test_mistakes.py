@@ -8,12 +8,11 @@ mutant catalogue, in test-fast. tests/test_mutants.py grades the same notebooks 
     variant   another correct formulation: full marks
 """
 
-
 import pytest
 
-import harness as h
-import in_process
-from lab_tables import table
+from tests import harness as h
+from tests import in_process
+from tests.lab_tables import table
 
 MISTAKES = [(lab, row, m) for lab in h.LABS for row, m in table(lab).mistakes()]
 VARIANTS = [(lab, row, v) for lab in h.LABS for row, v in table(lab).variants()]

@@ -18,13 +18,12 @@ score of the same notebook's checks run in process (tests/in_process.py), where 
 Run one lab with `pytest tests/test_mutants.py -k lab12`.
 """
 
-
 import nbformat
 import pytest
 
-import harness as h
-import in_process
-from lab_tables import table
+from tests import harness as h
+from tests import in_process
+from tests.lab_tables import table
 
 pytestmark = pytest.mark.slow
 LABS = h.LABS

@@ -10,7 +10,7 @@ to stay absent (``DELETED``). The solution itself passes the
 same cells (the control that makes a failure mean something), and every task of both labs is in the
 catalogue: either with glue students or with the reason why none applies.
 
-    python tests/test_package_solves_nothing.py      # prints the catalogue and each student's outcome
+    python -m tests.test_package_solves_nothing      # prints the catalogue and each student's outcome
 
 What counts as glue here: calls of course_utils functions, public or private, on the task's inputs,
 with a lambda or a small duck-typed class where a function takes a model. Not glue: subclassing the
@@ -28,8 +28,8 @@ import nbformat
 import pytest
 
 from course_staff.solutions import notebook_path
-import in_process
-from lab_tables import table
+from tests import in_process
+from tests.lab_tables import table
 
 # a stand-in "model": answers every prompt with the logits it was given (duck-typed, not a TinyLM)
 STANDIN = '''

@@ -24,7 +24,7 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbconvert import HTMLExporter
 
-import harness as h
+from tests import harness as h
 
 pytestmark = pytest.mark.slow
 LABS = ("lab11", "lab12")

@@ -10,7 +10,7 @@ import torch
 from course_utils.prefs import (KAPPA, DigitRM, ValueModel, digit_counts, gold_score, masked_mean,
                                 masked_whiten, ranked_data, sft_loss)
 from course_utils.tinylm import EOS, MAX_NEW, PLUS, EQUALS, TinyLM, encode_prompts, load_sft, sample
-from rollouts import rollout
+from tests.rollouts import rollout
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,9 @@
 
 import re
 from collections import Counter
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from course_staff.course import REPO as ROOT
+
 PACKAGES = ("course_utils", "course_staff")
 MODULE = re.compile(r"^\|\s*`((?:%s)/[\w/]+\.py)`\s*\|" % "|".join(PACKAGES))
 

@@ -11,7 +11,7 @@ The fast tests check the comparison itself on made-up curves.
 
 import pytest
 
-import reference_drift as drift
+from tests import reference_drift as drift
 
 ITERS = 30
 

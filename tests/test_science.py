@@ -6,13 +6,9 @@ the reference solution, and checks each criterion and each of its negative contr
 them over 5 seeds.
 """
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import science  # noqa: E402
+from benchmarks import science  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ release notebook and on solved copies (tests/harness.py) with a mistake spliced 
 import nbformat
 import pytest
 
-from lab_tables import table
+from tests.lab_tables import table
 
 from course_utils import selfcheck
 
@@ -145,7 +145,7 @@ def test_lab_notebooks_are_those_with_checks(tmp_path):
 # `make check` on both in the student edition's own venv)
 @pytest.mark.slow
 def test_a_mistake_a_slow_cell_and_the_rest_passing(tmp_path, monkeypatch):
-    from harness import solved_submission
+    from tests.harness import solved_submission
 
     nb = solved_submission("lab11", edits={
         "response_logprobs_solution": [("F.log_softmax(", "F.softmax(")]})

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from course_staff.course import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
@@ -124,6 +124,6 @@ def test_start_here_runs(tmp_path):
 @pytest.mark.slow   # starts JupyterLab
 def test_make_lab_starts_jupyterlab():
     """The README's first command: `make lab` serves JupyterLab (stopped again once it answers)."""
-    from make_lab import make_lab_until_it_answers
+    from tests.make_lab import make_lab_until_it_answers
 
     make_lab_until_it_answers(ROOT, dict(os.environ), limit_s=90)

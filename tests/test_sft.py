@@ -9,7 +9,7 @@ import torch
 from course_staff.edition.build_sft import checkpoint_digest, record_path, train_sft
 from course_utils.prefs import gold_score
 from course_utils.tinylm import decode_responses, load_sft, make_batch, sample
-from rollouts import greedy
+from tests.rollouts import greedy
 
 ALL_PROMPTS = [f"{a}+{b}=" for a in range(10) for b in range(10)]
 

@@ -20,14 +20,14 @@ import nbformat
 import pytest
 
 from course_staff.edition import student_edition as edition
-from harness import solved_submission
+from tests.harness import solved_submission
 from course_staff.edition.leaks import leaks
 from course_utils import selfcheck
-from make_lab import make_lab_until_it_answers
+from course_staff.course import REPO as ROOT
+from tests.make_lab import make_lab_until_it_answers
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
 LABS = sorted(edition.labs())
 SETUP_LIMIT_S = 900                 # a fresh venv with torch: about 1-2 minutes here, more on a busy machine
 
@@ -42,7 +42,6 @@ print(json.dumps({"fatal": fatal,
                   "printed": "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
                                      for o in c.outputs)}))
 """
-
 
 def student_env():
     """The environment of a student's shell: nothing of this repository's venv on PATH."""

@@ -8,7 +8,7 @@ import torch
 from course_utils.tinylm import (BOS, DIGITS, EOS, MAX_LEN, MAX_NEW, N_DIGITS, NEVER_SAMPLED, PAD, PLUS, EQUALS,
                                  PROMPT_LEN, RESPONSE_TOKENS, TOKENS, VOCAB_SIZE, TinyLM, answer_tokens, decode_responses, encode_prompts,
                                  load_sft, make_batch, sample, sequence_logprobs, supervised_loss)
-from rollouts import rollout
+from tests.rollouts import rollout
 
 ALL_PROMPTS = [f"{a}+{b}=" for a in range(10) for b in range(10)]
 

@@ -14,8 +14,8 @@ The control: everything 100x tighter fails the solution (a tolerance that small 
 
 import pytest
 
-import verdicts as V
-from lab_tables import table
+from tests import verdicts as V
+from tests.lab_tables import table
 
 pytestmark = pytest.mark.slow
 

@@ -18,9 +18,9 @@ For each simulated student below, both graders see the same notebook, and
 
 import pytest
 
-import harness as h
-from lab_tables import table
-import students as st
+from tests import harness as h
+from tests.lab_tables import table
+from tests import students as st
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
 """Every verdict the course's numerical checks reach, computed in this process: what the capability
 matrix (tests/test_capability_matrix.py) compares between CPU kernels and thread counts.
 
-    ATEN_CPU_CAPABILITY=default COURSE_THREADS=4 python tests/verdicts.py --out v.json [--only grading]
+    ATEN_CPU_CAPABILITY=default COURSE_THREADS=4 python -m tests.verdicts --out v.json [--only grading]
 
 Three parts, each a dict of plain verdicts (booleans and short labels, never the numbers behind them):
 
@@ -12,8 +12,7 @@ Three parts, each a dict of plain verdicts (booleans and short labels, never the
 * ``science``: the one-seed smoke run of ``make science`` (tests/test_science.py): per criterion,
   whether it is met and whether each negative control fails it.
 * ``reference``: the drift check of Lab 12's reference curves (tests/test_reference_curves.py): the
-  list of problems it finds in the notebook's default run (empty when the curve matches); and
-  whether the Beyond PPO cache is current.
+  list of problems it finds in the notebook's default run (empty when the curve matches).
 
 Threads: course_utils.tinylm sets one torch thread when imported; COURSE_THREADS (default 1) is set
 after that import, so the whole computation runs with that many.
@@ -23,21 +22,18 @@ import argparse
 import contextlib
 import json
 import os
-import sys
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
-sys.path.insert(0, str(TESTS))
-sys.path.insert(0, str(TESTS.parent / "benchmarks"))
 
 import torch  # noqa: E402
 
 import course_utils.tinylm  # noqa: E402,F401 -- sets one thread; COURSE_THREADS overrides it below
-import in_process  # noqa: E402
+from tests import in_process  # noqa: E402
 from course_utils.runtime import machine_record  # noqa: E402
-from lab_tables import table  # noqa: E402
+from tests.lab_tables import table  # noqa: E402
 
-from harness import LABS  # noqa: E402
+from tests.harness import LABS  # noqa: E402
 PARTS = ("grading", "science", "reference")
 
 
@@ -60,7 +56,7 @@ def grading_verdicts(lab):
 # ----------------------------------------------------------------------------- science and reference
 def science_verdicts():
     """{experiment.criterion: {"met": bool, "controls fail": {label: bool}}} of the smoke run, seed 0."""
-    import science
+    from benchmarks import science
     smoke = [e for e in science.experiments() if e.smoke]
     results = science.run([0], [e.name for e in smoke])
     return {f"{v.experiment}.{v.criterion.name}": {
@@ -70,11 +66,9 @@ def science_verdicts():
 
 
 def reference_verdicts():
-    """{"default run": [problems]} of the reference-curve drift check on the notebook's default run,
-    and whether the Beyond PPO cache is current (its fingerprint: code, checkpoint and torch version)."""
-    import reference_drift
-    from course_staff.beyond.results import load_cache
-    return {"default run": reference_drift.default_run_problems(), "beyond ppo cache": load_cache() is not None}
+    """{"default run": [problems]} of the reference-curve drift check on the notebook's default run."""
+    from tests import reference_drift
+    return {"default run": reference_drift.default_run_problems()}
 
 
 def verdicts(parts=PARTS):

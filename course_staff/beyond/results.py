@@ -14,7 +14,6 @@ numbers are not, in their last bits, so the cache also records the machine that 
 """
 
 import argparse
-import ast
 import hashlib
 import json
 import re
@@ -24,6 +23,7 @@ from pathlib import Path
 import torch
 
 from course_staff.beyond.experiment import BETAS, METHODS, build
+from course_staff.fingerprint import code_digest
 from course_staff.solutions import REPO, lab_cells
 from course_utils.runtime import machine_record
 
@@ -44,18 +44,6 @@ def _definition_cells(lab, names, root=REPO):
     """The source of the lab's definition cells that define any of ``names``."""
     pattern = re.compile(r"^(def|class)\s+(" + "|".join(map(re.escape, names)) + r")\b", re.M)
     return [src for _, src in lab_cells(lab, root) if pattern.search(src)]
-
-
-def code_digest(source):
-    """The code of a Python source as the interpreter sees it: its syntax tree without docstrings,
-    comments, blank lines or positions (so an edited comment or docstring changes nothing)."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree, annotate_fields=False, include_attributes=False)
 
 
 def fingerprint(root=REPO):

@@ -24,6 +24,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+from course_staff import course
 from course_staff.course import REPO
 from course_staff.edition.leaks import files_of, leaks
 FILES = {                                   # edition path: repository path (a file or a folder)
@@ -40,8 +41,8 @@ IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "
 
 
 def labs(root=REPO):
-    """{edition folder: release folder} of every lab, e.g. {"lab11": release/lab11}."""
-    return {p.name: p for p in sorted((Path(root) / "release").iterdir()) if p.is_dir()}
+    """{edition folder: release folder} of every lab (course.labs), e.g. {"lab11": release/lab11}."""
+    return {lab: Path(root) / "release" / lab for lab in course.labs(root)}
 
 
 def project(root=REPO):

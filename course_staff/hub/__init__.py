@@ -27,12 +27,13 @@ this file; it reads hub.json.
 
 from pathlib import Path
 
+from course_staff.course import COURSE_ID
+
 JUPYTERHUB = "6.1.1"                 # from PyPI, into .venv (install)
 PROXY = "5.3.0"                      # configurable-http-proxy, from npm, into .venv/proxy
-COURSE = "rl-for-llms"               # nbgrader's course id (as in nbgrader_config.py)
+COURSE = COURSE_ID                   # nbgrader's course id (course_staff.course)
 DEFAULT_ROOT = Path("/srv/rl-for-llms-hub")
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
 STATE = "hub/hub.json"               # under ROOT
 
 

@@ -15,7 +15,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from course_staff.hub import (COURSE, DEFAULT_ROOT, HERE, JUPYTERHUB, PROXY, REPO, accounts, exchange, server_python,
+from course_staff.course import LABS, REPO
+from course_staff.hub import (COURSE, DEFAULT_ROOT, HERE, JUPYTERHUB, PROXY, accounts, exchange, server_python,
                               layout, server_environment)
 
 VENV = REPO / ".venv"
@@ -208,7 +209,7 @@ def start(root, prefix):
         instructor=names["instructor"], students=names["students"])
     paths["state"].write_text(json.dumps(state))
     # the gradebook knows the labs before anyone opens Formgrader (as `make record` does)
-    _run(paths["env"] / "bin" / "python", "-m", "course_staff.grading.class_grading", "record", "lab11", "lab12",
+    _run(paths["env"] / "bin" / "python", "-m", "course_staff.grading.class_grading", "record", *LABS,
          user=names["instructor"], cwd=pwd.getpwnam(names["instructor"]).pw_dir,
          env={**server_environment(state, names["instructor"]), "HOME": pwd.getpwnam(names["instructor"]).pw_dir})
     log = paths["hub"] / "jupyterhub.log"

@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests import requirements
+from course_staff.course import REPO
+
 ARTIFACTS = REPO / "artifacts" / "browser"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -51,9 +53,7 @@ def _free_port():
 
 
 def _skip_or_fail(reason):
-    if os.environ.get("COURSE_REQUIRE_BROWSER") == "1":
-        pytest.fail(reason + " (COURSE_REQUIRE_BROWSER=1: the browser tests must run)", pytrace=False)
-    pytest.skip(reason)
+    requirements.missing("browser", reason)
 
 
 def _chromium_or_skip():

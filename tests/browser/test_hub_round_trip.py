@@ -36,12 +36,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-import harness                      # tests/harness.py: the reference solution, the release, a course copy
+from tests import harness                      # tests/harness.py: the reference solution, the release, a course copy
 from course_staff.hub import COURSE, exchange, server_environment
+from tests import requirements
+from course_staff.course import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "artifacts" / "hub"
 ROOT = Path("/srv/rl-for-llms-hub-test")      # not `make hub`'s folder: both may exist at once
 PREFIX = "rlt"
@@ -52,9 +53,7 @@ PY = sys.executable
 # ---------------------------------------------------------------- the hub
 
 def _skip_or_fail(reason):
-    if os.environ.get("COURSE_REQUIRE_HUB") == "1":
-        pytest.fail(reason + " (COURSE_REQUIRE_HUB=1: the hub round trip must run)", pytrace=False)
-    pytest.skip(reason)
+    requirements.missing("hub", reason)
 
 
 def _users_exist():

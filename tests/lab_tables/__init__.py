@@ -1,6 +1,6 @@
 """One table per lab of everything that is graded: tasks, concept checks and written questions.
 
-    from lab_tables import table
+    from tests.lab_tables import table
     lab = table("lab12")
     lab.task("gae_per_token").checks     -> {"test_gae_per_token": 2.0, "test_gae_per_token_returns": 1.0, ...}
     lab.auto_marks()                     -> {check cell: points} of every autograded cell
@@ -159,7 +159,7 @@ def notebook_points(lab):
     """{grade_id: points} of every graded cell of the source notebook: the one source of points."""
     import nbformat
 
-    from harness import REPO
+    from tests.harness import REPO
 
     cells = nbformat.read(str(REPO / "source" / lab / f"{lab}.ipynb"), as_version=4).cells
     graded = (c.metadata.get("nbgrader", {}) for c in cells)
@@ -170,7 +170,7 @@ def notebook_points(lab):
 def table(lab):
     """The table of ``lab`` ("lab11" or "lab12"), with the points of its source notebook."""
     from importlib import import_module
-    return import_module(f"lab_tables.{lab}").TABLE.with_points(notebook_points(lab))
+    return import_module(f"tests.lab_tables.{lab}").TABLE.with_points(notebook_points(lab))
 
 
 __all__ = ["Mistake", "Task", "Concept", "Question", "Lab", "task", "table", "notebook_points"]

@@ -8,8 +8,8 @@ and questions as its table does (tests/lab_tables): ``row(lab, "gae_per_token")`
 
 import re
 
-import harness as h
-from lab_tables import table
+from tests import harness as h
+from tests.lab_tables import table
 
 
 def row(lab, name):
@@ -292,3 +292,50 @@ def _lowest(a, b):
 def not_json(lab):
     return '{"cells": [ this is not JSON', None
 
+
+# ----------------------------------------------------------------------------- the lifecycle's roster
+# each lab's tasks, by name (its table: tests/lab_tables), for the students below
+PARTS = {
+    "lab11": {"partial": ("response_logprobs", "sample_with_temperature", "tilted_optimum", "token_level_optimum",
+                          "concept_entropy_limit"),
+              "answered": ("answer_kl_signs",),
+              "osexit": "tilted_optimum", "loop": "kl_estimators", "exit": "sequence_logprob",
+              "constant": "kl_objective", "always_equal": "token_level_optimum", "edited": "token_level_optimum",
+              "deleted": "sample_with_temperature", "retyped": "kl_objective", "raw": "response_logprobs"},
+    "lab12": {"partial": ("bt_loss", "kl_penalized_rewards", "ppo_rlhf_loss", "concept_clip"),
+              "answered": ("answer_exp1_predict",),
+              "osexit": "gae_per_token"},
+}
+
+
+def roster(lab):
+    """{student: builder}; a builder returns (submission, expected {grade cell: points}, or None for a
+    submission nbgrader cannot grade at all)."""
+    part = PARTS[lab]
+    task = lambda name: row(lab, name)                    # noqa: E731
+    students = {
+        "sol": lambda: solution(lab),
+        "blank": lambda: blank(lab),
+        "partial": lambda: partial(lab, part["partial"], answered=part["answered"]),
+        "osexit": lambda: os_exit(lab, task(part["osexit"])),
+        "warnings": lambda: warnings_everywhere(lab),
+        "notjson": lambda: not_json(lab),
+    }
+    if lab == "lab11":     # the quick lab carries the rest of the adversarial catalogue
+        students.update({
+            "loop": lambda: infinite_loop(lab, task(part["loop"])),
+            "patched": lambda: monkeypatched_checks(lab),
+            "rebound": lambda: redefined_checks(lab),
+            # three tricks in three tasks, three edits of the notebook in three others
+            "tricks": lambda: combine(lab, system_exit(lab, task(part["exit"])),
+                                         constant(lab, task(part["constant"])),
+                                         always_equal(lab, task(part["always_equal"]))),
+            "edits": lambda: combine(lab, edited_test(lab, task(part["edited"])),
+                                        deleted_test(lab, task(part["deleted"])),
+                                        changed_cell_types(lab, task(part["retyped"]), task(part["raw"]))),
+        })
+    return students
+
+
+# what the TA gives in the formgrader: {student: {answer cell: (score, comment)}}; a blank answer is
+# confirmed at 0, so that nothing of sol, partial and blank waits for a TA any more

@@ -1,0 +1,127 @@
+"""The measured figures the documents quote, rendered from benchmarks/results.
+
+    python -m benchmarks.figures            # `make figures`: render every marked span, then name the stale figures
+
+A document quotes a figure inside a marked span that `make figures` renders from the results file
+(the measuring targets run it after a run):
+
+    `make test` took <!-- fig:make_test.duration -->11 min 31 s<!-- /fig --> on a fresh clone
+
+A notebook's prose is written by hand: there a figure is checked within a band (BANDS: "about 32 s"
+must lie within a third of the measured figure; tests/test_figures.py). Whether a figure still measures
+the current code is benchmarks/provenance.py's question: a stale figure is a warning, never a failure.
+"""
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from benchmarks import bench, bench_class, science
+from benchmarks.provenance import REPO, results, stale_report
+
+DOCUMENTS = ("README.md", "docs/ta_guide.md", "benchmarks/README.md")     # where marked spans may stand
+SPAN = re.compile(r"<!-- fig:(?P<key>[\w.]+) -->(?P<text>.*?)<!-- /fig -->", re.S)
+BAND = 1 / 3            # "about x": within a third of the measured figure
+
+
+# ----------------------------------------------------------------------------- the figures documents quote
+def _row(data, what):
+    """The median of the one row whose description starts with ``what``."""
+    rows = [r for r in data["rows"] if r["what"].startswith(what)]
+    if len(rows) != 1:
+        raise KeyError(f"{len(rows)} rows of the results start with {what!r}")
+    return rows[0]["median"]
+
+
+def _minutes(minutes):
+    whole = int(minutes)
+    return f"{whole} min {round((minutes - whole) * 60)} s"
+
+
+def _machine(data):
+    """"2-core AMD EPYC" from a results file's machine record."""
+    parts = [p.strip() for p in data["machine"].split(";")[0].split(",")]
+    cores = next(p.split()[0] for p in parts if p.endswith("cores"))
+    return f"{cores}-core {parts[1]}"
+
+
+def _class_cpu(data, each=False):
+    """The range of the runs' CPU seconds for the class (per submission with ``each``)."""
+    cpu = sorted(run["cpu"] / (data["size"] if each else 1) for run in data["runs"].values())
+    return f"{cpu[0]:.1f}-{cpu[-1]:.1f}" if each else f"{cpu[0]:.0f}-{cpu[-1]:.0f}"
+
+
+
+
+# key -> (results file, render(data) -> text)
+FIGURES = {
+    "make_test.duration": ("make_test.json", lambda d: _minutes(_row(d, "`make test`"))),
+    "make_test.passed": ("make_test.json", lambda d: re.search(r"\d+ passed", d["rows"][0]["note"]).group(0)),
+    "make_test.machine": ("make_test.json", _machine),
+    "make_test.load": ("make_test.json", lambda d: f"{d['load'][0]:.1f}"),
+    "bench.run_all_lab12": ("bench.json", lambda d: f"{_row(d, 'Run All lab12 (fresh kernel)'):.0f} s"),
+    "bench.ppo_run": ("bench.json", lambda d: f"{_row(d, 'one PPO run'):.1f} s"),
+    "bench.autograde_lab11": ("bench.json", lambda d: f"{_row(d, 'autograde lab11'):.1f} s"),
+    "bench.autograde_lab12": ("bench.json", lambda d: f"{_row(d, 'autograde lab12'):.1f} s"),
+    "bench_class.cpu": ("bench_class.json", _class_cpu),
+    "bench_class.cpu_each": ("bench_class.json", lambda d: _class_cpu(d, each=True)),
+    "bench_class.size": ("bench_class.json", lambda d: str(d["size"])),
+    "bench_class.runs": ("bench_class.json", lambda d: str(len(d["runs"]))),
+    "bench.table": ("bench.json", lambda d: bench.markdown()),
+    "science.table": ("science.json", lambda d: science.markdown()),
+    "bench_class.table": ("bench_class.json", lambda d: bench_class.markdown()),
+}
+
+# notebooks (prose by hand): (notebook, pattern whose group 1 is the quoted number, key of FIGURES in seconds)
+BANDS = [("source/lab12/lab12.ipynb", r"\*Run All\* takes about (\d+(?:\.\d+)?) s of CPU", "bench.run_all_lab12"),
+         ("source/lab12/lab12.ipynb", r"Every run below takes about (\d+(?:\.\d+)?) s of CPU", "bench.ppo_run")]
+
+
+def figure(key):
+    """The text of figure ``key``, rendered from its results file."""
+    name, render = FIGURES[key]
+    return render(results(name))
+
+
+def render(text):
+    """``text`` with every marked span's content rendered again from the results files. A multi-line
+    figure (a table) keeps the span's line breaks around it."""
+    def one(m):
+        new = figure(m.group("key"))
+        if "\n" in new or m.group("text").startswith("\n"):
+            new = f"\n{new.strip()}\n"
+        return f"<!-- fig:{m.group('key')} -->{new}<!-- /fig -->"
+    return SPAN.sub(one, text)
+
+
+def unrendered(root=REPO):
+    """The documents whose marked figures differ from what the results files hold now (`make figures`
+    renders them; a warning of `make test`, never a failure)."""
+    return [rel for rel in DOCUMENTS if render((Path(root) / rel).read_text()) != (Path(root) / rel).read_text()]
+
+
+def within_band(quoted, measured, band=BAND):
+    """Is a quoted "about x" within ``band`` (relative) of the measured figure?"""
+    return abs(quoted - measured) <= band * abs(measured)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="render the documents' marked figures from benchmarks/results")
+    parser.add_argument("--stale", action="store_true", help="only name the stale figures")
+    args = parser.parse_args(argv)
+    if not args.stale:
+        for rel in DOCUMENTS:
+            path = REPO / rel
+            old = path.read_text()
+            new = render(old)
+            if new != old:
+                path.write_text(new)
+                print(f"rendered the figures of {rel}")
+    lines = stale_report()
+    print("\n".join(f"warning: {line}" for line in lines) or "every committed figure measured the current files")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
