@@ -2,14 +2,20 @@
 verbatim, with the science criterion (benchmarks/science_*.py, over 5 seeds, each against a negative
 control) or the test that shows it.
 
-    python benchmarks/claims.py                 # the ledger's state: quotes found, backings named
+    python benchmarks/claims.py                 # the ledger's state: quotes found
     python benchmarks/claims.py --unledgered    # sentences with a number or a comparison the ledger lacks
 
-A claim's ``backed_by`` names criteria as ``experiment.criterion`` (``lab12.kl_penalty.hack``) and tests
-as ``tests/file.py::test_name``. A claim is *backed* when its quote is in its notebook and every backing
-exists; after a science run, also when each criterion it names met on enough seeds with every control
-failing. `make science` prints ``claims: K/N backed`` first (before the run) and again with its
-closing lines (after it). tests/test_claims.py fails when a quote no longer appears in its notebook.
+A claim's ``backed_by`` names criteria as ``experiment.criterion`` (``lab12.kl_penalty.hack``), tests
+as ``tests/file.py::test_name``, and figures of time or cost as ``measured:experiment.figure`` (the
+measurement lane: stated with the machine that measured them, never a criterion). After a science run
+a claim is *backed* when its quote is in its notebook, every criterion it names was met on every seed
+with every control failing, and every test it names ran and passed in that run (``run_tests``); a
+sentence backed by measured figures only is counted apart. `make science` prints ``claims: K/N
+backed`` first (before the run: quotes found, backings named) and again with its closing lines.
+tests/test_claims.py fails when a quote no longer appears in its notebook or a backing names nothing.
+
+This module imports nothing of science.py: science.py passes it the criteria's names and the run's
+results.
 
 Quotes are matched with whitespace collapsed (a re-wrapped line is the same sentence); ``$...$`` is
 kept as written. A quote may be a whole sentence or the clause of one that carries the claim.
@@ -19,8 +25,11 @@ import argparse
 import dataclasses
 import json
 import re
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from xml.etree import ElementTree
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = {"lab11": "source/lab11/lab11.ipynb", "lab12": "source/lab12/lab12.ipynb",
@@ -38,6 +47,7 @@ def C(where, quote, *backed_by):
     return Claim(where, quote, backed_by)
 
 
+MEASURED = "measured:"            # a figure of the measurement lane (science_*.MEASURED), stated with its machine
 T = "tests/test_claims.py::"          # exact facts of the toy, computed by tests/test_claims.py
 H = "lab12.health."                  # Lab 12's Experiment 9 (benchmarks/science_lab12.py)
 CLAIMS = (
@@ -300,51 +310,78 @@ def missing(claims=CLAIMS, root=REPO):
     return [c for c in claims if _squash(c.quote) not in texts[c.where]]
 
 
-def _criteria():
-    import science
-    return {f"{e.name}.{c.name}": c for e in science.experiments() for c in e.criteria}
+def is_test(backing):
+    return "::" in backing
 
 
-def unknown_backings(claims=CLAIMS, root=REPO):
-    """[(claim, backing)] of every backing that names no criterion and no test."""
-    criteria, bad = _criteria(), []
+def is_measured(backing):
+    return backing.startswith(MEASURED)
+
+
+def cited_tests(claims=CLAIMS):
+    """Every test the ledger names (pytest node ids), in order, once."""
+    return list(dict.fromkeys(b for c in claims for b in c.backed_by if is_test(b)))
+
+
+def unknown_backings(names, claims=CLAIMS, root=REPO):
+    """[(claim, backing)] of every backing that names no criterion of ``names``, no test function and no
+    measured figure of ``names``' experiments."""
+    experiments = {n.rsplit(".", 1)[0] for n in names}
+    bad = []
     for c in claims:
         for b in c.backed_by:
-            if "::" in b:
+            if is_test(b):
                 path, name = b.split("::")
                 f = Path(root) / path
                 if not f.exists() or not re.search(rf"^def {re.escape(name)}\b", f.read_text(), re.M):
                     bad.append((c, b))
-            elif b not in criteria:
+            elif is_measured(b):
+                if not b[len(MEASURED):].startswith("beyond.budget."):
+                    bad.append((c, b))
+            elif b not in names:
                 bad.append((c, b))
     return bad
 
 
-def backed(claims=CLAIMS, verdicts=None, n_seeds=None, needed=None):
-    """[(claim, True/False)]: quote found, backings exist, and (given a run's verdicts) every criterion named
-    met on ``needed`` seeds with every control failing."""
-    import science
-    gone, bad = set(missing(claims)), {c for c, _ in unknown_backings(claims)}
-    run = {f"{v.experiment}.{v.criterion.name}": v for v in verdicts or []}
-    needed = min(needed or science.NEEDED, n_seeds or science.SEEDS)
+def run_tests(node_ids, root=REPO):
+    """Run the tests ``node_ids`` now (pytest, in a subprocess); returns the set of those that passed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "junit.xml"
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                        f"--junitxml={report}", *node_ids], cwd=root, stdout=subprocess.DEVNULL, check=False)
+        if not report.exists():
+            return set()
+        passed = set()
+        for case in ElementTree.parse(report).iter("testcase"):
+            if not any(child.tag in ("failure", "error", "skipped") for child in case):
+                path = case.get("classname", "").replace(".", "/") + ".py"
+                passed.add(f"{path}::{case.get('name').split('[')[0]}")
+        return passed
+
+
+def backed(names, claims=CLAIMS, met=None, tests_passed=None, root=REPO):
+    """[(claim, True/False)]. Before a run (``met`` None): the quote is in its notebook and every backing
+    names a criterion, a test or a measured figure. After one: also every criterion named is in ``met``
+    (met on every seed, every control failing) and every test named in ``tests_passed`` (ran and passed
+    now). A measured figure (of time or cost) is stated with its machine and backs nothing on its own: a
+    claim backed by measured figures only is never backed."""
+    gone, bad = set(missing(claims, root)), {c for c, _ in unknown_backings(names, claims, root)}
     out = []
     for c in claims:
-        ok = c not in gone and c not in bad
-        if ok and verdicts is not None:
-            for b in c.backed_by:
-                if "::" not in b:
-                    v = run.get(b)
-                    ok = ok and v is not None and sum(v.met) >= needed and v.controls_fail
+        ok = c not in gone and c not in bad and not all(is_measured(b) for b in c.backed_by)
+        if ok and met is not None:
+            ok = all(b in met for b in c.backed_by if not is_test(b) and not is_measured(b)) and \
+                all(b in (tests_passed or set()) for b in c.backed_by if is_test(b))
         out.append((c, ok))
     return out
 
 
-def summary_line(verdicts=None, n_seeds=None, with_ok=False):
-    """``claims: K/N backed`` (and whether K = N)."""
-    states = backed(verdicts=verdicts, n_seeds=n_seeds)
+def summary_line(states):
+    """``claims: K/N backed`` of backed()'s states (claims that state a measured figure only are counted apart)."""
+    figures = [c for c, _ in states if all(is_measured(b) for b in c.backed_by)]
     k = sum(ok for _, ok in states)
-    line = f"claims: {k}/{len(states)} backed"
-    return (line, k == len(states)) if with_ok else line
+    line = f"claims: {k}/{len(states) - len(figures)} backed"
+    return line + (f" (and {len(figures)} sentences state a measured figure, not a claim)" if figures else "")
 
 
 # ----------------------------------------------------------------------------- what the ledger lacks
@@ -388,21 +425,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--unledgered", action="store_true", help="list the sentences the ledger lacks")
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     for c in missing():
         print(f"MISSING  {c.where}: {c.quote!r}")
-    for c, b in unknown_backings():
-        print(f"UNKNOWN  {c.where}: {b} (for {c.quote[:60]!r})")
     rest = unledgered()
     if args.unledgered:
         for where, i, s in rest:
             print(f"{where} cell {i}: {s}")
     print(f"{len(rest)} sentences with a number or a comparison are not in the ledger "
           f"(python benchmarks/claims.py --unledgered lists them)")
-    print(summary_line())
+    print("the backings of every claim are checked by benchmarks/science.py (first line) and tests/test_claims.py")
     return 0
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     sys.exit(main())
