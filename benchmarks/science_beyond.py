@@ -28,6 +28,7 @@ criteria.py's). A seed costs about 200 s of CPU: DPO and the PPO sweep 110, GRPO
 import dataclasses
 import functools
 import math
+import time
 
 from course_staff.beyond.experiment import Referee
 from course_staff.beyond.methods import (DPOConfig, GRPOConfig, implicit_reward_fit, lab, make_world, one_thread,
@@ -192,14 +193,19 @@ def run_budget(seed, reps=3, ppo_iters=None):
     so that all three see the same load; each cost is the fastest of its ``reps`` runs (a neighbour on
     the machine only ever adds time)."""
     ppo_iters = ppo_iters or lab("lab12")["RLHFConfig"]().iters
-    w, _ = world(seed)
+    w, referee = world(seed)
     share = round(ppo_iters * GRPOConfig().iters / lab("lab12")["RLHFConfig"]().iters)
-    cpu = {"ppo": [], "share": [], "same": []}
+    cpu = {"ppo": [], "share": [], "same": [], "judge": []}
     for _ in range(reps):
-        cpu["ppo"].append(train_ppo(w, BETA, iters=ppo_iters)[1]["cpu"])
+        policy, hist = train_ppo(w, BETA, iters=ppo_iters)
+        cpu["ppo"].append(hist["cpu"])
+        t0 = time.process_time()
+        referee.judge(policy, BETA)
+        cpu["judge"].append(time.process_time() - t0)
         for key, iters in (("share", share), ("same", ppo_iters)):
             cpu[key].append(train_grpo(w, GRPOConfig(beta=BETA, iters=iters, seed=seed))[1]["cpu"])
-    return {"cpu_ratio": min(cpu["share"]) / min(cpu["ppo"]), "cpu_ratio_same_iters": min(cpu["same"]) / min(cpu["ppo"])}
+    return {"cpu_ratio": min(cpu["share"]) / min(cpu["ppo"]), "cpu_ratio_same_iters": min(cpu["same"]) / min(cpu["ppo"]),
+            "ppo_and_judge_s": min(cpu["ppo"]) + min(cpu["judge"])}
 
 
 DPO = Experiment("beyond.dpo", run_dpo, criteria=(
