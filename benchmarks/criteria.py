@@ -51,10 +51,15 @@ class Criterion:
 
 @dataclasses.dataclass(frozen=True)
 class Experiment:
-    """``run_seed(seed) -> {key: float, "inputs": {key: {input: value}}}`` and the criteria read from it."""
+    """``run_seed(seed) -> {key: float, "inputs": {key: {input: value}}}`` and the criteria read from it.
+
+    ``smoke``: cheap enough at full length (well under a minute of CPU for one seed) for the capability
+    matrix (tests/verdicts.py), which compares its full-length verdicts across CPU kernels and threads.
+    """
     name: str
     run_seed: Callable
     criteria: tuple
+    smoke: bool = False
 
 
 def changed_inputs(inputs, key, control_key):

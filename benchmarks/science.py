@@ -260,7 +260,7 @@ def main(argv=None):
             for k in per_seed[0] if k not in ("inputs", "cpu_s")) + f" on {measured['machine']}")
     tests = claims.run_tests(claims.cited_tests())          # the ledger's tests, run now
     states = claims.backed(names=names, met=met_on_every_seed(verdicts), tests_passed=tests)
-    for c, ok in states:
+    for c, ok in states if full else ():
         if not ok:
             print(f"not backed: {c.where}: {c.quote[:90]!r} ({', '.join(c.backed_by)})")
     lines, ok = summary(verdicts, len(seeds))

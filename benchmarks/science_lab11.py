@@ -98,7 +98,7 @@ def run_kl_estimators(seed):
     }
 
 
-KL_ESTIMATORS = Experiment("lab11.kl_estimators", run_kl_estimators, criteria=(
+KL_ESTIMATORS = Experiment("lab11.kl_estimators", run_kl_estimators, smoke=True, criteria=(
     Criterion("unbiased", "near: max |bias| / its stderr of k1, k3", "unbiased_z", MAX_Z, above=False,
               mechanism="draws from", controls=(("the draws come from pi_ref, not pi", "unbiased_z_from_ref"),),
               fmt="{:.1f}"),
@@ -152,7 +152,7 @@ def run_optimum(seed):
             "inputs": {"optimum_gap": {"tilted at": "beta"}, "optimum_gap_wrong_beta": {"tilted at": "2 beta"}}}
 
 
-OPTIMUM = Experiment("lab11.optimum", run_optimum, criteria=(
+OPTIMUM = Experiment("lab11.optimum", run_optimum, smoke=True, criteria=(
     # "largest exactly when pi = pi*": no random policy beats pi*, up to float64 rounding of J (1e-9)
     Criterion("best", "min over random pi of J(pi*) - J(pi)", "optimum_gap", -1e-9, mechanism="tilted at",
               controls=(("pi* tilted at 2 beta instead of beta", "optimum_gap_wrong_beta"),), fmt="{:+.0e}"),

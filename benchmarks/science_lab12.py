@@ -8,17 +8,19 @@ held-out evaluation of N_EVAL SFT samples ("start"). ``ppo(seed, **changes)`` is
 last 10 iterations ("end"); runs are cached, so experiments that share a run train it once.
 
 reward_model   what the fit learns from the rankings: every digit weight positive (the sign), the gold
-               order as well as counting digits does and no better (a linear digit-count RM can do no
-               better than counting on this labeler), accuracy near the noise ceiling. Control: the same
-               fit on shuffled rankings (the preferences removed, the responses kept).
-kl_penalty     beta = 0 hacks the proxy (RM up, gold down), the default beta does not; at the default
-               beta gold improves on the SFT model, which PPO on an RM fit to shuffled rankings does not;
-               the default beta's KL is small, beta = 0's is not.
-hack           at beta = 0, step by step: gold first rises (control: the fitted RM less its digit-count
-               component, which no longer says "an answer beats a blank"; and the untrained SFT model,
-               the statistic's noise floor); the policy writes four copies of a heavily weighted digit
-               (control: the RM's weights reversed in order); every answer ends malformed; the KL levels
-               off near -log pi_ref of the collapsed response.
+               order right on about nine pairs in ten, accuracy within about a point of the noise
+               ceiling (control of the three: the same fit on shuffled rankings, the preferences
+               removed); and no better than counting digits (control: a linear model that also sees
+               whether the answer is right, fit the same way on the same rankings).
+kl_penalty     beta = 0 hacks the proxy (RM up, gold down), the default beta does not; the default beta's
+               KL is about half a nat, beta = 0's and 0.05's are not.
+hack           at beta = 0, step by step: gold first rises above what sampling noise gives the untrained
+               model (control: the fitted RM less its digit-count component, which no longer says "an
+               answer beats a blank"); the policy writes a heavily weighted digit (control: the RM's
+               weights reversed in order); every answer ends malformed; the KL levels off near -log
+               pi_ref of the collapsed response, over the whole last third (control: the default beta).
+improves       at the default beta gold improves on the SFT model and malformed answers drop, which PPO on
+               an RM fit to shuffled rankings does not.
 controller     the notebook's run (from the default beta, 120 iterations) hovers around the target KL,
                and the controller started from two betas an order of magnitude apart (0.03, 0.3) reaches
                it over FAR_ITERS iterations; the control is train_rlhf with the controller's update sign
@@ -26,13 +28,17 @@ controller     the notebook's run (from the default beta, 120 iterations) hovers
 ptx            PPO-ptx keeps the SFT model's accuracy *and* gains RM score at a beta (0.05) where plain
                PPO (ptx off) loses the accuracy.
 health         Experiment 9's health signals: run B (learning rate HEALTH_LR) against run A (the default
-               learning rate, the control of every criterion): the clip fraction over half at the first
-               iteration and above a few percent to the end, the KL several nats after one update, the
-               value loss an order of magnitude higher over the first iterations (against a second
-               default-rate run with another seed, so that the ratio is not 1 by definition), the final
-               policy's exact entropy lower.
+               learning rate): the clip fraction over half at the first iteration and a few percent in
+               run A, the KL several nats after one update, the value loss more than ten times run A's
+               over the first iterations and the final policy's exact entropy lower than run A's (both
+               against A2, a second default-rate run with another PPO seed, so that a ratio or a
+               difference to run A is not 1 or 0 by definition).
+critic         Question 7's figures (Experiment 10): the learned critic's error at lambda = 0 (about 0.04
+               RMS; control: a critic fitted on a tenth of the batches) and the best lambda near 0.9
+               (control: the exact V^pi in place of the critic, where it is 0).
 
-Thresholds sit at the measured band over 5 seeds plus a stated margin (see each criterion).
+Each threshold follows from the words of the sentence it backs (see each criterion's comment); each
+control changes the one input its criterion names as its mechanism (criteria.py).
 """
 
 import dataclasses
@@ -311,7 +317,7 @@ def run_reward_model(seed):
 
 
 SHUFFLED = "fit on shuffled rankings"
-REWARD_MODEL = Experiment("lab12.reward_model", run_reward_model, criteria=(
+REWARD_MODEL = Experiment("lab12.reward_model", run_reward_model, smoke=True, criteria=(
     # "every digit has a positive weight": the smallest weight above 0
     Criterion("sign", "the fit's smallest digit weight (every digit positive)", "min_weight_fit", 0.0,
               mechanism="rankings", controls=((SHUFFLED, "min_weight_shuffled"),)),
@@ -350,7 +356,7 @@ def run_kl_penalty(seed):
     return out
 
 
-KL_PENALTY = Experiment("lab12.kl_penalty", run_kl_penalty, criteria=(
+KL_PENALTY = Experiment("lab12.kl_penalty", run_kl_penalty, smoke=True, criteria=(
     # "RM score up, gold score down": both moves at least MOVE
     Criterion("hack", "beta = 0: min(RM rise, gold fall)", "beta0_hack", MOVE, mechanism="beta",
               controls=(("the default beta (0.1)", "default_hack"),), fmt="{:+.2f}"),
@@ -547,7 +553,7 @@ def default_lr():
 
 RUN_A = "run A: the default learning rate (3e-4)"
 RESEEDED = f"{RUN_A}, PPO seed + {RESEED}"
-HEALTH = Experiment("lab12.health", run_health, criteria=(
+HEALTH = Experiment("lab12.health", run_health, smoke=True, criteria=(
     # "a few percent in run A": at most 5%
     Criterion("clip_normal", "run A: clip fraction, last third (a few percent)", "A_clip_last_third", 0.05,
               above=False, mechanism="lr", controls=((f"run B: learning rate {HEALTH_LR:g}", "B_clip_last_third"),),
