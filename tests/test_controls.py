@@ -1,14 +1,16 @@
 """Every negative control of `make science` is an ablation of the mechanism its criterion claims: it
 could meet the criterion if the mechanism were not what it claims, and fails only through its figures,
 never by arithmetic or by definition. No training: the runs are replaced by stand-ins that report the
-figures a control would need to meet its criterion, or an untrained model's.
+figures a control would need to meet its criterion, or an untrained model's. (tests/test_science.py
+checks on real, short runs that each control changes exactly its criterion's mechanism input.)
 
 A control reverted to an old form fails here: a fixed beta as the controller's control (no single KL
 is near two targets; a fixed beta "moves" 1.00x by definition), the reward model at its initial
 weights (all 0), PPO-ptx judged on accuracy alone (a policy that never trains keeps its accuracy),
-two criteria that are one fact with the roles of criterion and control swapped, the rise of gold at
-beta 0 against an RM fit on shuffled rankings (which keeps a count component by chance), the spammed
-digits against an RM with only its heaviest weights swapped (which leaves the third heaviest in place).
+a control that is another criterion's figure (the GRPO mirror pair, k2_biased against unbiased's k1),
+the rise of gold at beta 0 against an RM fit on shuffled rankings (which keeps a count component by
+chance), the spammed digits against an RM with only its heaviest weights swapped (which leaves the
+third heaviest in place), a CPU-time ratio as a criterion.
 """
 
 import difflib
