@@ -232,6 +232,8 @@ def main(argv=None):
     parser.add_argument("--only", nargs="*", help="experiments (or labs: lab11, lab12) to run")
     parser.add_argument("--short", type=int, default=1, help="divide every run's length by this (smoke: 4)")
     parser.add_argument("--no-measure", action="store_true", help="skip the measurement lane (CPU-time figures)")
+    parser.add_argument("--out", type=Path, help="where the raw figures go (default: results/science.json after a "
+                        "full run, artifacts/science.json after a partial one)")
     parser.add_argument("--markdown", action="store_true", help="print the README table from results/science.json")
     args = parser.parse_args(argv)
     if args.markdown:
@@ -266,13 +268,13 @@ def main(argv=None):
     lines, ok = summary(verdicts, len(seeds))
     claim_line = claims.summary_line(states)
     lines, ok = [claim_line] + lines, ok and (all(s for _, s in states) or not full)
-    out = RESULTS if full else HERE.parent / "artifacts" / "science.json"
+    out = args.out or (RESULTS if full else HERE.parent / "artifacts" / "science.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"seeds": seeds, "jobs": args.jobs, "short": args.short, "wall_s": round(wall, 1),
                                "cpu_s": round(cpu, 1), "load": load, "machine": machine(), "summary": lines,
                                "criteria": [v.as_dict() for v in verdicts], "measured": measured,
                                "tests_passed": sorted(tests), "results": results}, indent=1) + "\n")
-    print(f"raw figures: {out.relative_to(HERE.parent)}")
+    print(f"raw figures: {out}")
     print("\n".join(lines))
     return 0 if ok else 1
 
