@@ -268,6 +268,7 @@ def test_lab11_two_token_gap_is_around_1e_15(sft):
     assert max(gaps) < 1e-13, f"largest gap {max(gaps):.2e}: not float64 rounding"
 
 
+@pytest.mark.slow
 def test_train_rlhf_returns_only_the_policy_and_the_history(sft):
     """Lab 12: `train_rlhf` keeps its critic to itself (it returns only the policy and the history)."""
     from course_staff.solutions import load_lab
@@ -293,6 +294,7 @@ def test_k1_is_negative_for_some_samples(sft):
     assert float((pi[support] * k1).sum()) == pytest.approx(kl, rel=1e-12) and kl > 0
 
 
+@pytest.mark.slow
 def test_an_sft_answer_scores_about_0(sft):
     """Lab 12: after subtracting r_offset (the mean score of N_OFFSET SFT samples), fresh SFT answers
     score about 0: their mean is within a tenth of one answer's spread of 0."""
