@@ -2,14 +2,20 @@
 verbatim, with the science criterion (benchmarks/science_*.py, over 5 seeds, each against a negative
 control) or the test that shows it.
 
-    python benchmarks/claims.py                 # the ledger's state: quotes found, backings named
-    python benchmarks/claims.py --unledgered    # sentences with a number or a comparison the ledger lacks
+    python -m benchmarks.claims                 # the ledger's state: quotes found
+    python -m benchmarks.claims --unledgered    # sentences with a number or a comparison the ledger lacks
 
-A claim's ``backed_by`` names criteria as ``experiment.criterion`` (``lab12.kl_penalty.hack``) and tests
-as ``tests/file.py::test_name``. A claim is *backed* when its quote is in its notebook and every backing
-exists; after a science run, also when each criterion it names met on enough seeds with every control
-failing. `make science` prints ``claims: K/N backed`` first (before the run) and again with its
-closing lines (after it). tests/test_claims.py fails when a quote no longer appears in its notebook.
+A claim's ``backed_by`` names criteria as ``experiment.criterion`` (``lab12.kl_penalty.hack``), tests
+as ``tests/file.py::test_name``, and figures of time or cost as ``measured:experiment.figure`` (the
+measurement lane: stated with the machine that measured them, never a criterion). After a science run
+a claim is *backed* when its quote is in its notebook, every criterion it names was met on every seed
+with every control failing, and every test it names ran and passed in that run (``run_tests``); a
+sentence backed by measured figures only is counted apart. `make science` prints ``claims: K/N
+backed`` first (before the run: quotes found, backings named) and again with its closing lines.
+tests/test_claims.py fails when a quote no longer appears in its notebook or a backing names nothing.
+
+This module imports nothing of science.py: science.py passes it the criteria's names and the run's
+results.
 
 Quotes are matched with whitespace collapsed (a re-wrapped line is the same sentence); ``$...$`` is
 kept as written. A quote may be a whole sentence or the clause of one that carries the claim.
@@ -19,8 +25,11 @@ import argparse
 import dataclasses
 import json
 import re
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from xml.etree import ElementTree
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = {"lab11": "source/lab11/lab11.ipynb", "lab12": "source/lab12/lab12.ipynb",
@@ -38,6 +47,7 @@ def C(where, quote, *backed_by):
     return Claim(where, quote, backed_by)
 
 
+MEASURED = "measured:"            # a figure of the measurement lane (science_*.MEASURED), stated with its machine
 T = "tests/test_claims.py::"          # exact facts of the toy, computed by tests/test_claims.py
 H = "lab12.health."                  # Lab 12's Experiment 9 (benchmarks/science_lab12.py)
 CLAIMS = (
@@ -69,7 +79,7 @@ CLAIMS = (
       T + "test_kl_levels_off_at_minus_log_ref_of_12"),
     C("lab11", "a *soft* maximum", T + "test_soft_value_lies_between_its_limits"),
     C("lab11", "which should be around $10^{-15}$",
-      "tests/test_exact.py::test_token_level_product_is_the_sequence_level_optimum"),
+      T + "test_lab11_two_token_gap_is_around_1e_15"),
     C("lab11", r"$k_3$ unbiased and quiet near $\pi_{\text{ref}}$ (Task 3)",
       "lab11.kl_estimators.unbiased", "lab11.kl_estimators.k3_quiet"),
     C("lab11", r"The two curves cross near $T \approx 0.7$: at $T = 0.8$ one sample of $k_1$ is still about twice as "
@@ -107,9 +117,9 @@ CLAIMS = (
       "rankings gets weights of both signs and orders the gold pairs no better than a coin)",
       "lab12.reward_model.sign", "lab12.reward_model.gold_order"),
     C("lab12", "we subtract the mean score of SFT samples, $r_{\\text{offset}}$, so that an SFT answer scores about 0",
-      "tests/test_lab12_views.py::test_sft_offset_centres_sft_scores"),
+      T + "test_an_sft_answer_scores_about_0"),
     C("lab12", "is a single-sample estimate of the KL — Lab 11's $k_1$, unbiased, and negative for some samples.",
-      "lab12.kl_penalty.small_kl", "lab11.kl_estimators.unbiased"),
+      "lab11.kl_estimators.unbiased", T + "test_k1_is_negative_for_some_samples"),
     C("lab12", "The RM score will go up steadily; the gold score will fall towards $-1$ (every answer malformed), "
       "perhaps after a short rise while blanks disappear.",
       "lab12.kl_penalty.hack", "lab12.hack.all_malformed", "lab12.hack.rises_first"),
@@ -186,12 +196,17 @@ CLAIMS = (
     C("lab12", "a cross-check of the exact values: at the exact optimum $\\pi^*$ of $\\beta = 0.1$, $V^{\\pi^*}$ computed "
       "the same way against the soft values of Lab 11", "tests/test_lab12_views.py::test_at_the_optimum_the_policy_value_is_the_soft_value"),
     C("lab12", "`train_rlhf` keeps its critic to itself (it returns only the policy and the history)",
-      "tests/test_lab12_views.py::test_critic_view_waits_for_unfinished_parts"),
+      T + "test_train_rlhf_returns_only_the_policy_and_the_history"),
     C("lab12", "so with $V = V^\\pi$ that is exactly $Q^\\pi(x, y_{<t}, y_t)$",
       "tests/test_lab12_views.py::test_critic_view_looks_up_the_exact_values_of_each_token"),
     C("lab12", "GAE's $\\lambda$ trades the critic's errors, which $\\lambda = 0$ inherits, for the noise of the sampled "
       "rewards, which grows towards $\\lambda = 1$.",
       "tests/test_lab12_views.py::test_critic_view_looks_up_the_exact_values_of_each_token"),
+    C("lab12", "it inherits the critic's errors: a bias (about 0.04 RMS here, the dashed line)", "lab12.critic.bias"),
+    C("lab12", "The total is smallest in between, near $\\lambda \\approx 0.9$, close to the default 0.95.",
+      "lab12.critic.best_lambda"),
+    C("lab12", "A better critic lowers the left end of the blue line, so the best $\\lambda$ moves towards 0",
+      "lab12.critic.best_lambda"),
     C("lab12", "Run A is the default configuration; run B is the same with a learning rate 33 times larger.",
       T + "test_run_b_has_a_learning_rate_33_times_run_as"),
     C("lab12", "Why is run B's value loss nonetheless many times larger?", H + "value_loss"),
@@ -232,9 +247,9 @@ CLAIMS = (
       "held-out pairs moves by less than a point.", "beyond.dpo.overfit", "beyond.dpo.blind"),
     C("beyond", "off the score's scale, GRPO ends many nats from $\\pi^*_{RM}$ whichever the placement; with the KL in "
       "the reward *and* on the score's scale, it lands near $\\pi^*_{RM}$ — without a critic, in the same CPU time.",
-      "beyond.grpo.unscaled_drifts", "beyond.grpo.reward_scaled_lands", "beyond.budget.budget"),
+      "beyond.grpo.reward_scaled_lands", "beyond.grpo.k3_scaled_stays", MEASURED + "beyond.budget.cpu_ratio"),
     C("beyond", "scale does not drift, but does not land near $\\pi^*_{RM}$ either.)",
-      "beyond.grpo.unscaled_drifts", "beyond.grpo.reward_scaled_lands"),
+      "beyond.grpo.reward_scaled_lands", "beyond.grpo.k3_scaled_stays"),
     C("beyond", "a gold score far below the SFT model's and one near $+1$ (the table above): many answers of the "
       "reward model's optimum are malformed", "beyond.optima.reward_limits", "beyond.optima.optimum_hacks"),
     C("beyond", "no optimizer recovers what the reward does not contain.", "beyond.optima.reward_limits"),
@@ -247,32 +262,33 @@ CLAIMS = (
       "beyond.dpo.on_frontier"),
     C("beyond", "The penalty GRPO's gradient applies is the *other* KL.",
       "tests/test_beyond_ppo.py::test_k3_in_the_loss_follows_the_gradient_of_the_reverse_kl"),
-    C("beyond", "**80 iterations, which cost about the CPU time of PPO's 120**", "beyond.budget.budget"),
+    C("beyond", "**80 iterations, which cost about the CPU time of PPO's 120**", MEASURED + "beyond.budget.cpu_ratio"),
     C("beyond", "this, not the gradient of $k_3$, is what makes GRPO drift (below).",
-      "beyond.grpo.unscaled_drifts", "beyond.grpo.reward_scaled_lands"),
+      "beyond.grpo.reward_scaled_lands", "beyond.grpo.k3_scaled_stays"),
     C("beyond", "In the same CPU time, GRPO with $k_3$ in the loss leaves the SFT model far behind",
-      "beyond.grpo.unscaled_drifts", "beyond.budget.budget"),
+      "beyond.grpo.k3_scaled_stays", MEASURED + "beyond.budget.cpu_ratio"),
     C("beyond", "with the KL in the reward, GRPO's curves follow PPO's.", "beyond.grpo.reward_scaled_lands"),
     C("beyond", "off the score's scale, GRPO ends many nats from $\\pi^*_{RM}$ with $k_3$ in the loss *and* with the KL "
       "in the reward; on the score's scale, the KL in the reward lands near $\\pi^*_{RM}$, and $k_3$ in the loss does "
       "not drift but does not land there either. The drift comes from the scale.",
-      "beyond.grpo.unscaled_drifts", "beyond.grpo.reward_scaled_lands"),
-    C("beyond", "The two budgets come out alike", "beyond.budget.budget"),
+      "beyond.grpo.reward_scaled_lands", "beyond.grpo.k3_scaled_stays"),
+    C("beyond", "$\\beta = 0.1$ and judges the result exactly (about 15 s).", MEASURED + "beyond.budget.ppo_and_judge_s"),
+    C("beyond", "The two budgets come out alike", MEASURED + "beyond.budget.cpu_ratio"),
     C("beyond", "PPO sits near $\\pi^*_{RM}$ (within a quarter of a nat at $\\beta = 0.1$) and so inherits whatever "
       "$\\pi^*_{RM}$ does: at $\\beta = 0.05$ that is the hack.", "beyond.optima.ppo_near_opt", "beyond.optima.optimum_hacks"),
     C("beyond", "yet compared with PPO at the same KL rather than at the same $\\beta$, its gold score is PPO's.",
       "beyond.dpo.on_frontier"),
     C("beyond", "GRPO with $k_3$ in the loss, as published, ends many nats from $\\pi^*_{RM}$; with the KL in the reward "
-      "it lands near $\\pi^*_{RM}$, as PPO does.", "beyond.grpo.unscaled_drifts", "beyond.grpo.reward_scaled_lands"),
+      "it lands near $\\pi^*_{RM}$, as PPO does.", "beyond.grpo.reward_scaled_lands", "beyond.grpo.k3_scaled_stays"),
     C("beyond", "PPO's shortfall is almost all the second: the reward model's optimum hacks at small $\\beta$.",
       "beyond.optima.ppo_near_opt", "beyond.optima.optimum_hacks"),
     C("beyond", "At a $\\beta$ where PPO hacks the reward model it keeps a good gold score, but compared at the same KL "
       "its gold score is PPO's; and it overfits the noisy rankings, which held-out rankings from the same labeler "
       "cannot tell.", "beyond.dpo.on_frontier", "beyond.dpo.overfit", "beyond.dpo.blind"),
     C("beyond", "with PPO's KL-penalized reward, normalized with the score, it lands near $\\pi^*_{RM}$ as PPO does, in "
-      "the same CPU time.", "beyond.grpo.reward_scaled_lands", "beyond.budget.budget"),
+      "the same CPU time.", "beyond.grpo.reward_scaled_lands", MEASURED + "beyond.budget.cpu_ratio"),
     C("beyond", "the 2 × 2 ablation pins the drift on that scale, not on the gradient of $k_3$",
-      "beyond.grpo.unscaled_drifts", "beyond.grpo.reward_scaled_lands"),
+      "beyond.grpo.reward_scaled_lands", "beyond.grpo.k3_scaled_stays"),
 )
 
 
@@ -293,51 +309,87 @@ def missing(claims=CLAIMS, root=REPO):
     return [c for c in claims if _squash(c.quote) not in texts[c.where]]
 
 
-def _criteria():
-    from benchmarks import science
-    return {f"{e.name}.{c.name}": c for e in science.experiments() for c in e.criteria}
+def is_test(backing):
+    return "::" in backing
 
 
-def unknown_backings(claims=CLAIMS, root=REPO):
-    """[(claim, backing)] of every backing that names no criterion and no test."""
-    criteria, bad = _criteria(), []
+def is_measured(backing):
+    return backing.startswith(MEASURED)
+
+
+def cited_tests(claims=CLAIMS):
+    """Every test the ledger names (pytest node ids), in order, once."""
+    return list(dict.fromkeys(b for c in claims for b in c.backed_by if is_test(b)))
+
+
+def test_exists(node_id, root=REPO):
+    """Whether the test function ``path::name`` is defined."""
+    path, name = node_id.split("::")
+    f = Path(root) / path
+    return f.exists() and re.search(rf"^def {re.escape(name)}\b", f.read_text(), re.M) is not None
+
+
+def unknown_backings(names, claims=CLAIMS, root=REPO):
+    """[(claim, backing)] of every backing that names no criterion of ``names``, no test function and no
+    measured figure of ``names``' experiments."""
+    experiments = {n.rsplit(".", 1)[0] for n in names}
+    bad = []
     for c in claims:
         for b in c.backed_by:
-            if "::" in b:
-                path, name = b.split("::")
-                f = Path(root) / path
-                if not f.exists() or not re.search(rf"^def {re.escape(name)}\b", f.read_text(), re.M):
+            if is_test(b):
+                if not test_exists(b, root):
                     bad.append((c, b))
-            elif b not in criteria:
+            elif is_measured(b):
+                if not b[len(MEASURED):].startswith("beyond.budget."):
+                    bad.append((c, b))
+            elif b not in names:
                 bad.append((c, b))
     return bad
 
 
-def backed(claims=CLAIMS, verdicts=None, n_seeds=None, needed=None):
-    """[(claim, True/False)]: quote found, backings exist, and (given a run's verdicts) every criterion named
-    met on ``needed`` seeds with every control failing."""
-    from benchmarks import science
-    gone, bad = set(missing(claims)), {c for c, _ in unknown_backings(claims)}
-    run = {f"{v.experiment}.{v.criterion.name}": v for v in verdicts or []}
-    needed = min(needed or science.NEEDED, n_seeds or science.SEEDS)
+def run_tests(node_ids, root=REPO):
+    """Run the tests ``node_ids`` now (pytest, in a subprocess); returns the set of those that passed
+    (a test that does not exist, fails, errs or skips is left out)."""
+    node_ids = [n for n in node_ids if test_exists(n, root)]
+    if not node_ids:
+        return set()
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "junit.xml"
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                        f"--junitxml={report}", *node_ids], cwd=root, stdout=subprocess.DEVNULL, check=False)
+        if not report.exists():
+            return set()
+        passed = set()
+        for case in ElementTree.parse(report).iter("testcase"):
+            if not any(child.tag in ("failure", "error", "skipped") for child in case):
+                path = case.get("classname", "").replace(".", "/") + ".py"
+                passed.add(f"{path}::{case.get('name').split('[')[0]}")
+        return passed
+
+
+def backed(names, claims=CLAIMS, met=None, tests_passed=None, root=REPO):
+    """[(claim, True/False)]. Before a run (``met`` None): the quote is in its notebook and every backing
+    names a criterion, a test or a measured figure. After one: also every criterion named is in ``met``
+    (met on every seed, every control failing) and every test named in ``tests_passed`` (ran and passed
+    now). A measured figure (of time or cost) is stated with its machine and backs nothing on its own: a
+    claim backed by measured figures only is never backed."""
+    gone, bad = set(missing(claims, root)), {c for c, _ in unknown_backings(names, claims, root)}
     out = []
     for c in claims:
-        ok = c not in gone and c not in bad
-        if ok and verdicts is not None:
-            for b in c.backed_by:
-                if "::" not in b:
-                    v = run.get(b)
-                    ok = ok and v is not None and sum(v.met) >= needed and v.controls_fail
+        ok = c not in gone and c not in bad and not all(is_measured(b) for b in c.backed_by)
+        if ok and met is not None:
+            ok = all(b in met for b in c.backed_by if not is_test(b) and not is_measured(b)) and \
+                all(b in (tests_passed or set()) for b in c.backed_by if is_test(b))
         out.append((c, ok))
     return out
 
 
-def summary_line(verdicts=None, n_seeds=None, with_ok=False):
-    """``claims: K/N backed`` (and whether K = N)."""
-    states = backed(verdicts=verdicts, n_seeds=n_seeds)
+def summary_line(states):
+    """``claims: K/N backed`` of backed()'s states (claims that state a measured figure only are counted apart)."""
+    figures = [c for c, _ in states if all(is_measured(b) for b in c.backed_by)]
     k = sum(ok for _, ok in states)
-    line = f"claims: {k}/{len(states)} backed"
-    return (line, k == len(states)) if with_ok else line
+    line = f"claims: {k}/{len(states) - len(figures)} backed"
+    return line + (f" (and {len(figures)} sentences state a measured figure, not a claim)" if figures else "")
 
 
 # ----------------------------------------------------------------------------- what the ledger lacks
@@ -383,15 +435,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     for c in missing():
         print(f"MISSING  {c.where}: {c.quote!r}")
-    for c, b in unknown_backings():
-        print(f"UNKNOWN  {c.where}: {b} (for {c.quote[:60]!r})")
     rest = unledgered()
     if args.unledgered:
         for where, i, s in rest:
             print(f"{where} cell {i}: {s}")
     print(f"{len(rest)} sentences with a number or a comparison are not in the ledger "
-          f"(python benchmarks/claims.py --unledgered lists them)")
-    print(summary_line())
+          f"(python -m benchmarks.claims --unledgered lists them)")
+    print("the backings of every claim are checked by benchmarks/science.py (first line) and tests/test_claims.py")
     return 0
 
 

@@ -22,15 +22,19 @@ from course_staff.solutions import load_lab
 from course_utils.tinylm import load_sft
 from course_utils.twotoken import joint, two_token_logits, two_token_policy, two_token_rewards
 
-from benchmarks.science import Criterion, Experiment
+from benchmarks.criteria import Criterion, Experiment, short
 
 PROMPT = "7+5="
 N_DRAWS = 200_000                 # samples per policy: the standard error of a bias is std / sqrt(N_DRAWS)
 NEAR = (0.9, 1.1)                 # temperatures of the nearby policies (KL about 0.005)
+NEARER = (0.999, 1.001)           # k2_biased's control: policies a hundred times nearer (k2's bias is third order)
 FAR = 0.4                         # a sharpened far policy (KL about 0.19)
 GRID = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3)    # where k3's spread overtakes k1's, for the record
-MAX_Z = 4.0                       # |bias| / standard error below which an estimator counts as unbiased
-SPREAD_MAX = 0.35                 # "quiet": std at most this share of k1's (measured 0.15-0.21 near, >= 0.8 far)
+# "bias ~ 0 up to sampling noise": |bias| within 4 standard errors of the mean of N_DRAWS draws (an unbiased
+# estimator exceeds that once in 15 000); "biased": beyond them
+MAX_Z = 4.0
+# "much less noisy", "cancels most of k1's noise": one sample's std below half of k1's (most of it cancelled)
+SPREAD_MAX = 0.5
 OPT_PROMPTS = ("7+5=", "3+4=")
 OPT_BETAS = (0.03, 0.1, 0.3, 1.0, 3.0)
 N_RANDOM = 200                    # random policies of each kind, per prompt and beta
@@ -69,9 +73,11 @@ def estimator_stats(kl_estimators, temperature, gen, n=N_DRAWS, draw_from_ref=Fa
 def run_kl_estimators(seed):
     est = lab()["kl_estimators"]
     gen = torch.Generator().manual_seed(seed)
-    near = [estimator_stats(est, t, gen) for t in NEAR]
-    near_from_ref = [estimator_stats(est, t, gen, draw_from_ref=True) for t in NEAR]
-    grid = {t: estimator_stats(est, t, gen) for t in GRID}
+    n = short(N_DRAWS)
+    near = [estimator_stats(est, t, gen, n) for t in NEAR]
+    near_from_ref = [estimator_stats(est, t, gen, n, draw_from_ref=True) for t in NEAR]
+    nearer = [estimator_stats(est, t, gen, n) for t in NEARER]
+    grid = {t: estimator_stats(est, t, gen, n) for t in GRID}
     far = grid[FAR]
     spread = lambda s: s["k3"][1] / s["k1"][1]                          # noqa: E731 -- k3's std over k1's
     overtaken = [t for t in GRID if spread(grid[t]) >= 1]
@@ -79,25 +85,30 @@ def run_kl_estimators(seed):
         "unbiased_z": max(abs(s[k][0]) for s in near for k in ("k1", "k3")),
         "unbiased_z_from_ref": max(abs(s[k][0]) for s in near_from_ref for k in ("k1", "k3")),
         "k2_bias_z": min(abs(s["k2"][0]) for s in near),
-        "k1_bias_z": min(abs(s["k1"][0]) for s in near),
+        "k2_bias_z_nearer": min(abs(s["k2"][0]) for s in nearer),
         "k2_spread_near": max(s["k2"][1] / s["k1"][1] for s in near),
         "k2_spread_far": far["k2"][1] / far["k1"][1],
         "k3_spread_near": max(spread(s) for s in near),
         "k3_spread_far": spread(far),
         "k3_overtaken_below_T": max(overtaken) if overtaken else float("nan"),
+        "inputs": {"unbiased_z": {"draws from": "pi"}, "unbiased_z_from_ref": {"draws from": "pi_ref"},
+                   "k2_bias_z": {"T": NEAR}, "k2_bias_z_nearer": {"T": NEARER},
+                   **{f"k{i}_spread_near": {"T": NEAR} for i in (2, 3)},
+                   **{f"k{i}_spread_far": {"T": FAR} for i in (2, 3)}},
     }
 
 
 KL_ESTIMATORS = Experiment("lab11.kl_estimators", run_kl_estimators, smoke=True, criteria=(
     Criterion("unbiased", "near: max |bias| / its stderr of k1, k3", "unbiased_z", MAX_Z, above=False,
-              controls=(("the draws come from pi_ref, not pi", "unbiased_z_from_ref"),), fmt="{:.1f}"),
-    Criterion("k2_biased", "near: |bias| / its stderr of k2", "k2_bias_z", MAX_Z,
-              controls=(("k1 on the same draws", "k1_bias_z"),), fmt="{:.1f}"),
-    # measured band over 5 seeds: k2's spread 0.17-0.19 of k1's, k3's 0.15-0.21 of k1's, near; far (T = 0.4)
-    # k2's 0.8, k3's 5 and more. Threshold 0.35: the band's top plus a margin of 0.14 (two thirds of it)
-    Criterion("k2_quiet", "near: k2's std / k1's", "k2_spread_near", SPREAD_MAX, above=False,
+              mechanism="draws from", controls=(("the draws come from pi_ref, not pi", "unbiased_z_from_ref"),),
+              fmt="{:.1f}"),
+    # "k2 does not [average to the KL] once the policies drift apart": the drift is the mechanism
+    Criterion("k2_biased", "near: |bias| / its stderr of k2", "k2_bias_z", MAX_Z, mechanism="T",
+              controls=((f"policies a hundred times nearer (T = {NEARER[0]:g}, {NEARER[1]:g})", "k2_bias_z_nearer"),),
+              fmt="{:.1f}"),
+    Criterion("k2_quiet", "near: k2's std / k1's", "k2_spread_near", SPREAD_MAX, above=False, mechanism="T",
               controls=((f"a far policy (T = {FAR})", "k2_spread_far"),), fmt="{:.2f}"),
-    Criterion("k3_quiet", "near: k3's std / k1's", "k3_spread_near", SPREAD_MAX, above=False,
+    Criterion("k3_quiet", "near: k3's std / k1's", "k3_spread_near", SPREAD_MAX, above=False, mechanism="T",
               controls=((f"a far policy (T = {FAR})", "k3_spread_far"),), fmt="{:.2f}"),
 ))
 
@@ -131,17 +142,19 @@ def run_optimum(seed):
     for prompt in OPT_PROMPTS:
         ref = joint(*two_token_policy(logits(prompt), 1.0))
         rewards = two_token_rewards(prompt)
-        policies = random_policies(ref.ravel(), rewards.ravel(), rng)
+        policies = random_policies(ref.ravel(), rewards.ravel(), rng, short(N_RANDOM))
         for beta in OPT_BETAS:
             pi_star, _ = tilted_optimum(ref, rewards, beta)
             wrong, _ = tilted_optimum(ref, rewards, 2 * beta)
             gaps.append(optimum_gap(pi_star, policies, ref, rewards, beta, kl_objective))
             control.append(optimum_gap(wrong, policies, ref, rewards, beta, kl_objective))
-    return {"optimum_gap": min(gaps), "optimum_gap_wrong_beta": min(control)}
+    return {"optimum_gap": min(gaps), "optimum_gap_wrong_beta": min(control),
+            "inputs": {"optimum_gap": {"tilted at": "beta"}, "optimum_gap_wrong_beta": {"tilted at": "2 beta"}}}
 
 
 OPTIMUM = Experiment("lab11.optimum", run_optimum, smoke=True, criteria=(
-    Criterion("best", "min over random pi of J(pi*) - J(pi)", "optimum_gap", -1e-9,
+    # "largest exactly when pi = pi*": no random policy beats pi*, up to float64 rounding of J (1e-9)
+    Criterion("best", "min over random pi of J(pi*) - J(pi)", "optimum_gap", -1e-9, mechanism="tilted at",
               controls=(("pi* tilted at 2 beta instead of beta", "optimum_gap_wrong_beta"),), fmt="{:+.0e}"),
 ))
 

@@ -8,17 +8,19 @@ held-out evaluation of N_EVAL SFT samples ("start"). ``ppo(seed, **changes)`` is
 last 10 iterations ("end"); runs are cached, so experiments that share a run train it once.
 
 reward_model   what the fit learns from the rankings: every digit weight positive (the sign), the gold
-               order as well as counting digits does and no better (a linear digit-count RM can do no
-               better than counting on this labeler), accuracy near the noise ceiling. Control: the same
-               fit on shuffled rankings (the preferences removed, the responses kept).
-kl_penalty     beta = 0 hacks the proxy (RM up, gold down), the default beta does not; at the default
-               beta gold improves on the SFT model, which PPO on an RM fit to shuffled rankings does not;
-               the default beta's KL is small, beta = 0's is not.
-hack           at beta = 0, step by step: gold first rises (control: the fitted RM less its digit-count
-               component, which no longer says "an answer beats a blank"; and the untrained SFT model,
-               the statistic's noise floor); the policy writes four copies of a heavily weighted digit
-               (control: the RM's weights reversed in order); every answer ends malformed; the KL levels
-               off near -log pi_ref of the collapsed response.
+               order right on about nine pairs in ten, accuracy within about a point of the noise
+               ceiling (control of the three: the same fit on shuffled rankings, the preferences
+               removed); and no better than counting digits (control: a linear model that also sees
+               whether the answer is right, fit the same way on the same rankings).
+kl_penalty     beta = 0 hacks the proxy (RM up, gold down), the default beta does not; the default beta's
+               KL is about half a nat, beta = 0's and 0.05's are not.
+hack           at beta = 0, step by step: gold first rises above what sampling noise gives the untrained
+               model (control: the fitted RM less its digit-count component, which no longer says "an
+               answer beats a blank"); the policy writes a heavily weighted digit (control: the RM's
+               weights reversed in order); every answer ends malformed; the KL levels off near -log
+               pi_ref of the collapsed response, over the whole last third (control: the default beta).
+improves       at the default beta gold improves on the SFT model and malformed answers drop, which PPO on
+               an RM fit to shuffled rankings does not.
 controller     the notebook's run (from the default beta, 120 iterations) hovers around the target KL,
                and the controller started from two betas an order of magnitude apart (0.03, 0.3) reaches
                it over FAR_ITERS iterations; the control is train_rlhf with the controller's update sign
@@ -26,13 +28,17 @@ controller     the notebook's run (from the default beta, 120 iterations) hovers
 ptx            PPO-ptx keeps the SFT model's accuracy *and* gains RM score at a beta (0.05) where plain
                PPO (ptx off) loses the accuracy.
 health         Experiment 9's health signals: run B (learning rate HEALTH_LR) against run A (the default
-               learning rate, the control of every criterion): the clip fraction over half at the first
-               iteration and above a few percent to the end, the KL several nats after one update, the
-               value loss an order of magnitude higher over the first iterations (against a second
-               default-rate run with another seed, so that the ratio is not 1 by definition), the final
-               policy's exact entropy lower.
+               learning rate): the clip fraction over half at the first iteration and a few percent in
+               run A, the KL several nats after one update, the value loss more than ten times run A's
+               over the first iterations and the final policy's exact entropy lower than run A's (both
+               against A2, a second default-rate run with another PPO seed, so that a ratio or a
+               difference to run A is not 1 or 0 by definition).
+critic         Question 7's figures (Experiment 10): the learned critic's error at lambda = 0 (about 0.04
+               RMS; control: a critic fitted on a tenth of the batches) and the best lambda near 0.9
+               (control: the exact V^pi in place of the critic, where it is 0).
 
-Thresholds sit at the measured band over 5 seeds plus a stated margin (see each criterion).
+Each threshold follows from the words of the sentence it backs (see each criterion's comment); each
+control changes the one input its criterion names as its mechanism (criteria.py).
 """
 
 import dataclasses
@@ -50,13 +56,17 @@ from course_utils.tinylm import TOKENS, encode_prompts, make_batch, sample, sequ
 from course_utils.views.lab12 import exact_entropy, last_third
 from course_utils.world import N_OFFSET, Seeds, make_world
 
-from benchmarks.science import Criterion, Experiment
+from benchmarks import criteria
+from benchmarks.criteria import Criterion, Experiment, short
 
 N_EVAL = N_OFFSET         # SFT samples for the "start" figures, as many as for the RM offset
 LAST = 10                 # "end" = mean of the last LAST iterations
 TARGET = 0.5              # the controller's target KL (Lab 12's Experiment 3)
 STARTS = (0.03, 0.3)      # its starting betas, an order of magnitude apart, below and above the one it finds
-FAR_ITERS = 240           # from those starts: at most 2% a step, beta needs 50-65 iterations from 0.3 to 0.08-0.11
+# the controller moves beta by at most 2% an iteration (its error clipped to 0.2, times 0.1): from 0.3 down to
+# the 0.08-0.11 it settles at takes at least 50-65 iterations. FAR_ITERS is four times that, so the last third
+# (which "hovers" reads) starts after twice the fastest approach
+FAR_ITERS = 240
 CONTROLLER_LINE = "beta = beta * (1 + 0.1 * e)"        # the controller's update in the given train_rlhf
 PTX_BETA = 0.05           # the beta at which PPO-ptx and plain PPO are compared (Lab 12's Experiment 4)
 PTX_COEF = 1.0
@@ -102,14 +112,18 @@ def science_seeds(s):
     return Seeds(rankings=s, held_out=1000 + s, reward_model=s, offset=2000 + s)
 
 
-def ppo(seed, rm="fit", controller="as given", **changes):
+def ppo(seed, rm="fit", controller="as given", ppo_seed=None, **changes):
     """The end figures of one train_rlhf run with RLHFConfig(seed=seed, **changes) (cached), plus
     ``kl_last_third`` (mean KL over the last third of the iterations), ``beta_end``, ``early_gold_peak``,
     ``digit_shares`` (10,) of the final policy, and the run's ``history`` and final ``policy`` themselves.
 
     rm: "fit" (the seed's reward model) or a control of CONTROL_RMS (each scored minus the fit's
     offset, the seed's one r_offset);
-    controller: "as given" or "sign flipped" (train_rlhf with the controller's update reversed)."""
+    controller: "as given" or "sign flipped" (train_rlhf with the controller's update reversed);
+    ppo_seed: PPO's own seed (RLHFConfig.seed), by default the world's.
+    In a smoke run (criteria.SHORT > 1) every run is that many times shorter."""
+    changes["iters"] = short(changes.get("iters", lab()["RLHFConfig"]().iters), least=3 * LAST)
+    changes["seed"] = seed if ppo_seed is None else ppo_seed
     return _ppo(seed, rm, controller, tuple(sorted(changes.items())))
 
 
@@ -131,7 +145,7 @@ def flipped_train_rlhf():
 @functools.lru_cache(maxsize=32)
 def _ppo(seed, rm, controller, changes):
     w = world(seed)
-    cfg = lab()["RLHFConfig"](seed=seed, **dict(changes))
+    cfg = lab()["RLHFConfig"](**dict(changes))
     train = lab()["train_rlhf"] if controller == "as given" else flipped_train_rlhf()
     policy, hist = train(w.sft, reward_model(seed, rm), w.rm_offset, cfg)
     third = len(hist["kl"]) // 3
@@ -143,7 +157,7 @@ def _ppo(seed, rm, controller, changes):
 
 def early_peak(gold):
     """The peak of the 5-iteration moving average of per-iteration gold over the first EARLY iterations."""
-    return max(sum(gold[i:i + 5]) / 5 for i in range(EARLY - 4))
+    return max(sum(gold[i:i + 5]) / 5 for i in range(min(short(EARLY, least=5), len(gold)) - 4))
 
 
 @torch.no_grad()
@@ -152,7 +166,7 @@ def untrained_early_peak(sft, seed, batch=64):
     samples them: what the peak reaches by sampling noise alone, with no training."""
     rng, gen = random.Random(5000 + seed), torch.Generator().manual_seed(5000 + seed)
     gold = [response_metrics(sample(sft, make_batch(batch, rng)[0], generator=gen))["gold"].mean().item()
-            for _ in range(EARLY)]
+            for _ in range(short(EARLY, least=5))]
     return early_peak(gold)
 
 
@@ -247,6 +261,30 @@ def counting_rm():
     return rm
 
 
+def comparisons_seeing_right(data):
+    """The lab's comparisons of ``data`` with one more feature after the ten digit counts: 1 if the
+    response is the right answer (gold +1), else 0. Returns (features_w, features_l (N, 11), gold_w, gold_l)."""
+    cw, cl, gw, gl = lab()["comparisons"](data)
+    return torch.cat([cw, (gw == 1).float()[:, None]], 1), torch.cat([cl, (gl == 1).float()[:, None]], 1), gw, gl
+
+
+def fit_seeing_right(data, seed, steps=300, lr=0.05, l2=1e-3):
+    """A linear RM on the digit counts *and* whether the answer is right, fit to ``data``'s rankings with
+    the lab's bt_loss and train_reward_model's recipe (full-batch Adam, same steps, rate and L2).
+    Returns a function (N, 11) -> (N,) scores."""
+    torch.manual_seed(seed)
+    fw, fl, _, _ = comparisons_seeing_right(data)
+    w = torch.zeros(fw.shape[1], requires_grad=True)
+    opt = torch.optim.Adam([w], lr=lr)
+    for _ in range(steps):
+        loss = lab()["bt_loss"](fw @ w, fl @ w) + l2 * (w ** 2).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    w = w.detach()
+    return lambda features: features @ w
+
+
 def run_reward_model(seed):
     w = world(seed)
     out = {}
@@ -255,114 +293,160 @@ def run_reward_model(seed):
         out[f"gap_{name}"] = ceiling - acc
         out[f"agreement_{name}"], _ = gold_order_agreement(rm, *lab()["comparisons"](w.held_out))
         out[f"min_weight_{name}"] = rm.w.min().item()
-    for name in ("fit", "shuffled"):            # ordering pairs like counting: the larger difference decides
+    # the control of "no better than counting": a linear model that also sees whether the answer is right
+    seeing = fit_seeing_right(w.train, seed)
+    fw, fl, gw, gl = comparisons_seeing_right(w.held_out)
+    rw, rl = seeing(fw), seeing(fl)
+    out["gap_seeing_right"] = ceiling - ((rw > rl).float() + 0.5 * (rw == rl).float()).mean().item()
+    out["agreement_seeing_right"], _ = gold_order_agreement(seeing, fw, fl, gw, gl)
+    for name in ("fit", "seeing_right"):        # ordering pairs like counting: the larger difference decides
         out[f"as_counting_{name}"] = max(abs(out[f"agreement_{name}"] - out["agreement_counting"]),
                                          abs(out[f"gap_{name}"] - out["gap_counting"]))
+    out["about_nine_in_ten_fit"] = abs(out["agreement_fit"] - 0.9)
+    out["about_nine_in_ten_shuffled"] = abs(out["agreement_shuffled"] - 0.9)
     out["accuracy_fit"], out["ceiling"] = lab()["rm_accuracy"](w.rm, w.held_out)
     out["accuracy_counting"] = out["ceiling"] - out["gap_counting"]
     out.update({f"w{d}": x for d, x in enumerate(w.rm.w.tolist())})
     out["heaviest_digit"] = float(w.rm.w.argmax())
+    fit = {"rankings": "the labeler's", "features": "digit counts"}
+    inputs = {"fit": fit, "shuffled": dict(fit, rankings="shuffled"),
+              "seeing_right": dict(fit, features="digit counts and right answer")}
+    out["inputs"] = {f"{fig}_{name}": spec for name, spec in inputs.items()
+                     for fig in ("gap", "agreement", "min_weight", "as_counting", "about_nine_in_ten")}
     return out
 
 
-SHUFFLED = ("fit on shuffled rankings", "{}_shuffled")
+SHUFFLED = "fit on shuffled rankings"
 REWARD_MODEL = Experiment("lab12.reward_model", run_reward_model, smoke=True, criteria=(
-    # measured: 0.24-0.28 (the fit's lightest digit); threshold 0.1, the band's bottom minus 0.14
-    Criterion("sign", "the fit's smallest digit weight (every digit positive)", "min_weight_fit", 0.1,
-              controls=((SHUFFLED[0], "min_weight_shuffled"),)),
-    # measured: agreement the fit 0.876-0.896, counting 0.883-0.897; accuracy 0.542-0.547 and 0.543-0.546;
-    # each difference <= 0.008; threshold 0.02
+    # "every digit has a positive weight": the smallest weight above 0
+    Criterion("sign", "the fit's smallest digit weight (every digit positive)", "min_weight_fit", 0.0,
+              mechanism="rankings", controls=((SHUFFLED, "min_weight_shuffled"),)),
+    # "scores the same here, within about a point on both figures": a difference that rounds to at most one
+    # point (0.015); the control sees more than digit counts, so it can do better than counting
     Criterion("as_counting", "max |fit - counting digits| of held-out accuracy, gold-order agreement",
-              "as_counting_fit", 0.02, above=False, controls=((SHUFFLED[0], "as_counting_shuffled"),)),
-    # measured: 0.876-0.896 ("about nine pairs in ten"); threshold 0.85, the band's bottom minus 0.026
-    Criterion("gold_order", "agreement with the noise-free gold order", "agreement_fit", 0.85,
-              controls=((SHUFFLED[0], "agreement_shuffled"),)),
-    # measured: 0.005-0.011 ("about a point"); threshold 0.02, the band's top plus 0.009
-    Criterion("ceiling", "noise ceiling - RM held-out accuracy", "gap_fit", 0.02, above=False,
-              controls=((SHUFFLED[0], "gap_shuffled"),)),
+              "as_counting_fit", 0.015, above=False, mechanism="features",
+              controls=(("a linear model that also sees whether the answer is right", "as_counting_seeing_right"),)),
+    # "right on about nine pairs out of ten": 0.9 to the nearest half pair in ten, |agreement - 0.9| <= 0.05
+    Criterion("gold_order", "|agreement with the noise-free gold order - 0.9|", "about_nine_in_ten_fit", 0.05,
+              above=False, mechanism="rankings", controls=((SHUFFLED, "about_nine_in_ten_shuffled"),)),
+    # "within about a point of the best possible": a gap that rounds to at most one point (0.015)
+    Criterion("ceiling", "noise ceiling - RM held-out accuracy", "gap_fit", 0.015, above=False,
+              mechanism="rankings", controls=((SHUFFLED, "gap_shuffled"),)),
 ))
 
 
 # ----------------------------------------------------------------------------- KL penalty
+# The end figures are means over LAST iterations of 64 samples (640), the start figures over N_EVAL samples of
+# scores in [-1, 1] (RM scores within about that): a difference of the two has a standard error of at most 0.05.
+# "Up", "down", "improves", "drops" are read as a move of at least MOVE, twice that.
+MOVE = 0.1
+
+
 def run_kl_penalty(seed):
     start = world(seed).start
     out = {f"start_{k}": start[k] for k in METRICS}
-    for name, end in (("beta0", ppo(seed, beta=0.0)), ("default", ppo(seed, beta=default_beta())),
-                      ("beta_ptx", ppo(seed, beta=PTX_BETA))):
+    runs = {"beta0": 0.0, "default": default_beta(), "beta_ptx": PTX_BETA}
+    for name, beta in runs.items():
+        end = ppo(seed, beta=beta)
         out.update({f"{name}_{k}": end[k] for k in METRICS})
         # the hack: the proxy and the labeler disagree; both moves count, the smaller decides
         out[f"{name}_hack"] = min(end["rm"] - start["rm"], start["gold"] - end["gold"])
+        out[f"{name}_half_nat"] = abs(math.log2(end["kl"] / 0.5))
+    out["inputs"] = {f"{name}_{fig}": {"beta": beta} for name, beta in runs.items() for fig in ("hack", "half_nat")}
     return out
 
 
 KL_PENALTY = Experiment("lab12.kl_penalty", run_kl_penalty, smoke=True, criteria=(
-    # measured: beta 0 +1.19..+1.54, the default beta -0.36..-0.27; threshold +0.6, half the band's bottom
-    Criterion("hack", "beta = 0: min(RM rise, gold fall)", "beta0_hack", 0.6,
+    # "RM score up, gold score down": both moves at least MOVE
+    Criterion("hack", "beta = 0: min(RM rise, gold fall)", "beta0_hack", MOVE, mechanism="beta",
               controls=(("the default beta (0.1)", "default_hack"),), fmt="{:+.2f}"),
-    # measured: 0.38..0.54 ("about half a nat"); threshold 0.8, the band's top plus half of it
-    Criterion("small_kl", "default beta: final KL (nats)", "default_kl", 0.8, above=False,
-              controls=(("beta = 0", "beta0_kl"), (f"beta = {PTX_BETA:g}", "beta_ptx_kl")), fmt="{:.2f}"),
+    # "settles at about half a nat": within a factor of 2 of 0.5 (0.25 to 1 nat), against "many nats" (beta
+    # 0.05) and "tens of nats" (beta 0)
+    Criterion("small_kl", "default beta: |log2(final KL / 0.5 nat)|", "default_half_nat", 1.0, above=False,
+              mechanism="beta", controls=(("beta = 0", "beta0_half_nat"), (f"beta = {PTX_BETA:g}", "beta_ptx_half_nat")),
+              fmt="{:.2f}"),
 ))
 
 
 # ----------------------------------------------------------------------------- the hack, step by step
+def kl_windows(hist):
+    """The mean KL over the first LAST and the last LAST iterations of the run's last third."""
+    kl = hist["kl"]
+    third = kl[-(len(kl) // 3):]
+    return sum(third[:LAST]) / LAST, sum(third[-LAST:]) / LAST
+
+
 def run_hack(seed):
     w = world(seed)
     start, beta0, default = w.start, ppo(seed, beta=0.0), ppo(seed, beta=default_beta())
     uncounted0, reversed0 = ppo(seed, rm="uncounted", beta=0.0), ppo(seed, rm="reversed", beta=0.0)
     spammed = max(range(10), key=lambda d: beta0["digit_shares"][d])          # the policy's commonest digit
     bound = collapse_kl(w.sft, spammed)
-    return {"start_gold": start["gold"], "collapse_kl": bound, "spammed_digit": float(spammed),
-            "spammed_share": beta0["digit_shares"][spammed], "heaviest_digit": float(w.rm.w.argmax()),
-            "rise": beta0["early_gold_peak"] - start["gold"], "rise_uncounted": uncounted0["early_gold_peak"] - start["gold"],
-            "rise_untrained": untrained_early_peak(w.sft, seed) - start["gold"],
-            # both levels on the fitted RM's weights: the reversed RM's policy is judged by what the fit calls heavy
-            "weight_level": weight_level(w.rm, beta0["digit_shares"]),
-            "weight_level_reversed": weight_level(w.rm, reversed0["digit_shares"]),
-            "malformed": beta0["malformed"], "malformed_default": default["malformed"],
-            "plateau": abs(math.log(beta0["kl"] / bound)), "plateau_default": abs(math.log(default["kl"] / bound))}
+    floor = untrained_early_peak(w.sft, seed)
+    # the plateau: both windows of the last third (30 iterations apart) within a factor of the bound
+    plateau = lambda run: max(abs(math.log(k / bound)) for k in kl_windows(run["history"]))   # noqa: E731
+    out = {"start_gold": start["gold"], "collapse_kl": bound, "spammed_digit": float(spammed),
+           "spammed_share": beta0["digit_shares"][spammed], "heaviest_digit": float(w.rm.w.argmax()),
+           "untrained_peak": floor - start["gold"],
+           # the rise, above what the same statistic gives the untrained model (sampling noise alone)
+           "rise": beta0["early_gold_peak"] - floor, "rise_uncounted": uncounted0["early_gold_peak"] - floor,
+           # both levels on the fitted RM's weights: the reversed RM's policy is judged by what the fit calls heavy
+           "weight_level": weight_level(w.rm, beta0["digit_shares"]),
+           "weight_level_reversed": weight_level(w.rm, reversed0["digit_shares"]),
+           "malformed": beta0["malformed"], "malformed_default": default["malformed"],
+           "plateau": plateau(beta0), "plateau_default": plateau(default)}
+    out.update({f"kl_window_{i}": k for i, k in enumerate(kl_windows(beta0["history"]))})
+    beta0_in, default_in = {"beta": 0.0, "rm": "fit"}, {"beta": default_beta(), "rm": "fit"}
+    out["inputs"] = {"rise": beta0_in, "rise_uncounted": dict(beta0_in, rm="uncounted"),
+                     "weight_level": beta0_in, "weight_level_reversed": dict(beta0_in, rm="reversed"),
+                     "malformed": beta0_in, "malformed_default": default_in,
+                     "plateau": beta0_in, "plateau_default": default_in}
+    return out
 
 
 HACK = Experiment("lab12.hack", run_hack, criteria=(
-    # measured: +0.20..+0.29; the count-free RM's -0.34..+0.06; the untrained SFT model's +0.05..+0.13 over 20
-    # draws (a peak over 36 windows of 64-sample batches is biased up by noise): threshold +0.16, above that
-    # noise floor and 0.04 below the band's bottom
-    Criterion("rises_first", f"beta = 0: peak gold in the first {EARLY} iterations - SFT gold", "rise", 0.16,
-              controls=(("the fitted RM less its digit-count component (w - mean w), beta = 0", "rise_uncounted"),
-                        ("no training (the SFT model sampled as in training: the noise floor)", "rise_untrained")),
+    # "gold first rises": its early peak above the peak that sampling noise alone gives the untrained SFT
+    # model (the same statistic over as many batches); the control's RM has no count component
+    Criterion("rises_first", f"beta = 0: peak gold in the first {EARLY} iterations - the untrained model's",
+              "rise", 0.0, mechanism="rm",
+              controls=(("the fitted RM less its digit-count component (w - mean w), beta = 0", "rise_uncounted"),),
               fmt="{:+.2f}"),
-    # measured: 0.74 (seed 1: four 2s, the third heaviest of its RM's digits) .. 1.00; the reversed RM's 0.02;
-    # threshold 0.5, the band's bottom minus about a third of it
+    # "four copies of one heavily weighted digit": the digits written sit in the upper half of the RM's weights
     Criterion("spams_heavy", "beta = 0: final digits' weight in the RM (lightest digit 0, heaviest 1)",
-              "weight_level", 0.5,
+              "weight_level", 0.5, mechanism="rm",
               controls=(("the RM's weights reversed in order (the heaviest given to the lightest digit), beta = 0",
                          "weight_level_reversed"),), fmt="{:.2f}"),
-    Criterion("all_malformed", "beta = 0: final malformed share", "malformed", 0.95,
+    # "every answer malformed": all but one in twenty of the last iterations' answers
+    Criterion("all_malformed", "beta = 0: final malformed share", "malformed", 0.95, mechanism="beta",
               controls=(("the default beta (0.1)", "malformed_default"),), fmt="{:.2f}"),
-    # measured: 0.00..0.24 (the final KL against -log pi_ref of four copies of the digit the policy writes most);
-    # threshold log 1.5 = 0.41
-    Criterion("kl_plateau", "beta = 0: |log(final KL / -log pi_ref(4 x the policy's commonest digit))|", "plateau",
-              math.log(1.5), above=False, controls=(("the default beta (0.1)", "plateau_default"),), fmt="{:.2f}"),
+    # "levels off near -log pi_ref(dddd | x) (within a factor of 1.5)": the KL of the first and of the last 10
+    # iterations of the last third both within a factor of 1.5 of it
+    Criterion("kl_plateau", "beta = 0: max over two windows of the last third of |log(KL / -log pi_ref(dddd))|",
+              "plateau", math.log(1.5), above=False, mechanism="beta",
+              controls=(("the default beta (0.1)", "plateau_default"),), fmt="{:.2f}"),
 ))
 
 
 # ----------------------------------------------------------------------------- within the KL budget
 def run_improves(seed):
     start = world(seed).start
-    out = {}
-    for name, end in (("default", ppo(seed, beta=default_beta())), ("shuffled_rm", ppo(seed, rm="shuffled", beta=default_beta()))):
+    out = {"inputs": {}}
+    for name in ("fit", "shuffled"):
+        end = ppo(seed, rm=name, beta=default_beta())
         out[f"{name}_gold_change"] = end["gold"] - start["gold"]
         out[f"{name}_malformed_drop"] = start["malformed"] - end["malformed"]
+        out["inputs"].update({f"{name}_{fig}": {"rm": name} for fig in ("gold_change", "malformed_drop")})
     return out
 
 
 IMPROVES = Experiment("lab12.improves", run_improves, criteria=(
-    # measured: +0.27..+0.36; threshold +0.15, about half the band's bottom
-    Criterion("improves", "default beta: final gold - SFT gold", "default_gold_change", 0.15,
-              controls=(("the RM fit on shuffled rankings, same beta", "shuffled_rm_gold_change"),), fmt="{:+.2f}"),
-    # measured: 0.19..0.21 (SFT 0.20-0.22 malformed, the end 0.003-0.02); threshold 0.1
-    Criterion("fewer_malformed", "default beta: SFT malformed share - final", "default_malformed_drop", 0.1,
-              controls=(("the RM fit on shuffled rankings, same beta", "shuffled_rm_malformed_drop"),), fmt="{:+.2f}"),
+    # "the gold score improves over the SFT model": by at least MOVE
+    Criterion("improves", "default beta: final gold - SFT gold", "fit_gold_change", MOVE, mechanism="rm",
+              controls=(("the RM fit on shuffled rankings, same beta", "shuffled_gold_change"),), fmt="{:+.2f}"),
+    # "the malformed fraction drops": by at least MOVE
+    Criterion("fewer_malformed", "default beta: SFT malformed share - final", "fit_malformed_drop", MOVE,
+              mechanism="rm", controls=(("the RM fit on shuffled rankings, same beta", "shuffled_malformed_drop"),),
+              fmt="{:+.2f}"),
 ))
 
 
@@ -371,7 +455,7 @@ def run_controller(seed):
     """Relative errors |KL - target| / target over the last third: the notebook's run (from the default
     beta, the lab's 120 iterations) and, over FAR_ITERS, the worst of the two far starts; as given and
     with the update's sign flipped."""
-    out = {}
+    out = {"inputs": {}}
     for controller, name in (("as given", "given"), ("sign flipped", "flipped")):
         runs = {"notebook": [(default_beta(), {})], "far": [(b, {"iters": FAR_ITERS}) for b in STARTS]}
         for which, starts in runs.items():
@@ -382,43 +466,46 @@ def run_controller(seed):
                 out[f"{key}_kl"], out[f"{key}_beta_end"] = run["kl_last_third"], run["beta_end"]
                 errors.append(abs(run["kl_last_third"] - TARGET) / TARGET)
             out[f"{name}_{which}_error"] = max(errors)
+            out["inputs"][f"{name}_{which}_error"] = {"controller": controller, "starts": which}
     return out
 
 
 FLIPPED = "the controller's sign flipped (beta * (1 - 0.1 e)), same start(s)"
 CONTROLLER = Experiment("lab12.controller", run_controller, criteria=(
-    # measured: 0.06..0.21 (KL 0.53..0.60; the flipped controller's 0.84..0.89); threshold 0.3, the band's top + 0.09
+    # "hovers around its target": within a third of it (0.33 to 0.67 nat for a target of 0.5)
     Criterion("hovers", f"the notebook's run (from the default beta, 120 iterations): |KL - {TARGET:g}| / {TARGET:g}, "
-              "last third", "given_notebook_error", 0.3, above=False,
+              "last third", "given_notebook_error", 1 / 3, above=False, mechanism="controller",
               controls=((FLIPPED, "flipped_notebook_error"),), fmt="{:.2f}"),
-    # measured: 0.03..0.11 (beta ends at 0.08..0.11 from both starts; the flipped controller's 80..101, its KL
-    # the collapse's tens of nats from 0.03 and near 0 from 0.3); threshold 0.2, the band's top + 0.09.
-    # Over the lab's 120 iterations the start at 0.3 is still on its way on seed 3 (0.33..0.48, by machine).
+    # "lets you set that budget as a KL instead of a beta": from starts an order of magnitude apart, the same
+    # "around the target" as hovers (within a third); FAR_ITERS from the controller's largest step (above)
     Criterion("reaches", f"from beta {STARTS[0]:g} and {STARTS[1]:g}, {FAR_ITERS} iterations: max |KL - t| / t, "
-              "last third", "given_far_error", 0.2, above=False,
+              "last third", "given_far_error", 1 / 3, above=False, mechanism="controller",
               controls=((FLIPPED, "flipped_far_error"),), fmt="{:.2f}"),
 ))
 
 
 # ----------------------------------------------------------------------------- PPO-ptx
-ACC_KEPT, RM_GAIN = 0.8, 0.1     # PPO-ptx keeps >= 80% of the SFT model's accuracy and gains >= 0.1 RM score
+# "keeps the SFT model's accuracy": at least 90% of it (loses less than a tenth); "still raises the RM score":
+# by at least MOVE
+ACC_KEPT = 0.9
 
 
 def run_ptx(seed):
     start = world(seed).start
-    out = {"start_acc": start["acc"], "start_rm": start["rm"]}
-    for name, run in (("ptx", ppo(seed, beta=PTX_BETA, ptx_coef=PTX_COEF)), ("plain", ppo(seed, beta=PTX_BETA))):
+    out = {"start_acc": start["acc"], "start_rm": start["rm"], "inputs": {}}
+    for name, coef in (("ptx", PTX_COEF), ("plain", 0.0)):
+        run = ppo(seed, beta=PTX_BETA, ptx_coef=coef) if coef else ppo(seed, beta=PTX_BETA)
         out.update({f"{name}_acc": run["acc"], f"{name}_gold": run["gold"], f"{name}_rm": run["rm"],
                     f"{name}_kept": run["acc"] / start["acc"], f"{name}_rm_gain": run["rm"] - start["rm"]})
         # both at once: the smaller margin decides (>= 0: accuracy kept and RM score gained)
-        out[f"{name}_margin"] = min(out[f"{name}_kept"] - ACC_KEPT, out[f"{name}_rm_gain"] - RM_GAIN)
+        out[f"{name}_margin"] = min(out[f"{name}_kept"] - ACC_KEPT, out[f"{name}_rm_gain"] - MOVE)
+        out["inputs"][f"{name}_margin"] = {"ptx_coef": coef}
     return out
 
 
 PTX = Experiment("lab12.ptx", run_ptx, criteria=(
-    # measured: accuracy kept 0.96-1.09 of SFT's; RM gain +0.23 on seed 0
     Criterion("keeps_and_gains", f"beta {PTX_BETA:g}, ptx {PTX_COEF:g}: min(accuracy / SFT's - {ACC_KEPT:g}, "
-              f"RM gain - {RM_GAIN:g})", "ptx_margin", 0.0,
+              f"RM gain - {MOVE:g})", "ptx_margin", 0.0, mechanism="ptx_coef",
               controls=((f"ptx off (ptx_coef = 0) at beta {PTX_BETA:g}", "plain_margin"),), fmt="{:+.2f}"),
 ))
 
@@ -426,7 +513,8 @@ PTX = Experiment("lab12.ptx", run_ptx, criteria=(
 # ----------------------------------------------------------------------------- health signals
 HEALTH_LR = 1e-2          # run B's learning rate (Lab 12's Experiment 9; run A: RLHFConfig's default)
 FIRST = 10                # "the first iterations": the value loss's mean over the first FIRST
-RESEED = 100              # the value-loss ratio's control: a default-rate run with PPO seed seed + RESEED
+RESEED = 100              # the reseeded control: a default-rate run with PPO seed seed + RESEED
+LOWER = 0.05              # "a lower entropy ... collapsed further": lower by at least 0.05 nat (a tenth of run A's)
 
 
 @functools.lru_cache(maxsize=1)
@@ -434,18 +522,11 @@ def response_tree():
     return ResponseTree.build()
 
 
-def first_value_loss(seed, ppo_seed):
-    """Mean value loss over a run of FIRST iterations at the default configuration, on the world of
-    ``seed`` with PPO's own draws from ``ppo_seed`` (the same figures as the first FIRST iterations of
-    a longer run: train_rlhf has no schedule)."""
-    w = world(seed)
-    hist = lab()["train_rlhf"](w.sft, w.rm, w.rm_offset, lab()["RLHFConfig"](iters=FIRST, seed=ppo_seed))[1]
-    return sum(hist["value_loss"]) / FIRST
-
-
 def run_health(seed):
-    """Experiment 9's figures of run A (the default learning rate) and run B (HEALTH_LR), per seed."""
-    runs = {"A": ppo(seed, beta=default_beta()), "B": ppo(seed, beta=default_beta(), lr=HEALTH_LR)}
+    """Experiment 9's figures of run A (the default learning rate) and run B (HEALTH_LR), per seed, and of
+    A2, run A with another PPO seed (so that a ratio or difference to run A is not 0 or 1 by definition)."""
+    runs = {"A": ppo(seed, beta=default_beta()), "B": ppo(seed, beta=default_beta(), lr=HEALTH_LR),
+            "A2": ppo(seed, beta=default_beta(), ppo_seed=seed + RESEED)}
     out = {"sft_entropy": exact_entropy(response_tree(), world(seed).sft)}
     for name, run in runs.items():
         hist = run["history"]
@@ -455,32 +536,82 @@ def run_health(seed):
                     f"{name}_kl_after_one": hist["kl"][1], f"{name}_kl_last_third": last_third(hist, "kl"),
                     f"{name}_value_loss_first": sum(hist["value_loss"][:FIRST]) / FIRST,
                     f"{name}_entropy": exact_entropy(response_tree(), run["policy"])})
-    reseeded = first_value_loss(seed, seed + RESEED)
-    out["A2_value_loss_first"] = reseeded
-    out["value_loss_ratio"] = out["B_value_loss_first"] / out["A_value_loss_first"]
-    out["value_loss_ratio_reseeded"] = reseeded / out["A_value_loss_first"]
+    for name in ("B", "A2"):
+        out[f"{name}_value_loss_ratio"] = out[f"{name}_value_loss_first"] / out["A_value_loss_first"]
+        out[f"{name}_entropy_below_A"] = out["A_entropy"] - out[f"{name}_entropy"]
+    a, b, a2 = {"lr": default_lr(), "seed ppo": seed}, {"lr": HEALTH_LR, "seed ppo": seed}, {"lr": default_lr(), "seed ppo": seed + RESEED}
+    out["inputs"] = {**{f"{name}_{fig}": spec for name, spec in (("A", a), ("B", b))
+                        for fig in ("clip_first", "clip_last_third", "kl_after_one")},
+                     **{f"{name}_{fig}": spec for name, spec in (("B", b), ("A2", a2))
+                        for fig in ("value_loss_ratio", "entropy_below_A")}}
     return out
 
 
+def default_lr():
+    return lab()["RLHFConfig"]().lr
+
+
 RUN_A = "run A: the default learning rate (3e-4)"
+RESEEDED = f"{RUN_A}, PPO seed + {RESEED}"
 HEALTH = Experiment("lab12.health", run_health, smoke=True, criteria=(
-    # measured (here and under ATEN_CPU_CAPABILITY=default): run A 0.028..0.035 ("a few percent": 3%), run B
-    # 0.067..0.184; threshold 0.05, A's band top + 0.015
+    # "a few percent in run A": at most 5%
     Criterion("clip_normal", "run A: clip fraction, last third (a few percent)", "A_clip_last_third", 0.05,
-              above=False, controls=((f"run B: learning rate {HEALTH_LR:g}", "B_clip_last_third"),), fmt="{:.3f}"),
-    # measured: 0.56..0.66; run A's 0.10..0.16; threshold 0.5, the band's bottom - 0.06
-    Criterion("clip_first", "run B: clip fraction at the first iteration", "B_clip_first", 0.5,
+              above=False, mechanism="lr", controls=((f"run B: learning rate {HEALTH_LR:g}", "B_clip_last_third"),),
+              fmt="{:.3f}"),
+    # "in run B more than half at the first iteration"
+    Criterion("clip_first", "run B: clip fraction at the first iteration", "B_clip_first", 0.5, mechanism="lr",
               controls=((RUN_A, "A_clip_first"),), fmt="{:.2f}"),
-    # measured: 5.9..11.3 nats; run A's 0.01..0.09; threshold 3, half the band's bottom
-    Criterion("kl_jump", "run B: KL to the SFT model after one update (nats)", "B_kl_after_one", 3.0,
+    # "jumps to several nats after a single update": three or more
+    Criterion("kl_jump", "run B: KL to the SFT model after one update (nats)", "B_kl_after_one", 3.0, mechanism="lr",
               controls=((RUN_A, "A_kl_after_one"),), fmt="{:.2f}"),
-    # measured: 12.8..27.5 (the reseeded default-rate run 0.9..1.1); threshold 10 ("an order of magnitude"),
-    # the band's bottom - 2.8
-    Criterion("value_loss", f"value loss over the first {FIRST} iterations / run A's", "value_loss_ratio", 10.0,
-              controls=((f"{RUN_A}, PPO seed + {RESEED}", "value_loss_ratio_reseeded"),), fmt="{:.1f}"),
-    # measured: run B 0.09..0.38 nats, run A 0.47..0.60 (the SFT model 0.78); threshold 0.42, between the bands
-    Criterion("sharper", "run B: exact entropy of the final policy (nats)", "B_entropy", 0.42, above=False,
-              controls=((RUN_A, "A_entropy"),), fmt="{:.2f}"),
+    # "more than ten times run A's over the first ten iterations"
+    Criterion("value_loss", f"value loss over the first {FIRST} iterations / run A's", "B_value_loss_ratio", 10.0,
+              mechanism="lr", controls=((RESEEDED, "A2_value_loss_ratio"),), fmt="{:.1f}"),
+    Criterion("sharper", "run A's exact entropy of the final policy - run B's (nats)", "B_entropy_below_A", LOWER,
+              mechanism="lr", controls=((RESEEDED, "A2_entropy_below_A"),), fmt="{:+.2f}"),
 ))
 
-EXPERIMENTS = [REWARD_MODEL, KL_PENALTY, HACK, IMPROVES, CONTROLLER, PTX, HEALTH]
+# ----------------------------------------------------------------------------- the critic and GAE (Question 7)
+CRITIC_FIT = 20           # batches the critic is fitted on (the notebook's CriticView default)
+
+
+def run_critic(seed):
+    """Experiment 10's figures on the default run of the seed: the learned critic's error at lambda = 0
+    (RMS of GAE(0)'s returns with the critic against those with V^pi) and the lambda where the RMS error
+    of the returns against Q^pi is smallest; with the exact V^pi in place of the critic, and with a
+    critic fitted on a tenth of the batches."""
+    from types import SimpleNamespace
+    from course_utils.views.critic import LAMBDAS, CriticView
+    w, cfg = world(seed), lab()["RLHFConfig"]()
+    runs = SimpleNamespace(reward=lambda: (w.rm, w.rm_offset), sft=w.sft,
+                           run=lambda c: (ppo(seed, beta=c.beta)["policy"], None))
+    fns = (lab()["kl_penalized_rewards"], lab()["gae_per_token"], lab()["ppo_rlhf_loss"])
+    fits = {"fit": short(CRITIC_FIT, least=2), "tenth": max(1, short(CRITIC_FIT, least=2) // 10)}
+    out, inputs = {}, {}
+    for name, iters in fits.items():
+        curves = CriticView(runs, cfg, *fns, fit_iters=iters, seed=seed).prepare().curves
+        out[f"bias_{name}"] = curves["share"][0]
+        out[f"bias_vs_0_04_{name}"] = abs(math.log(curves["share"][0] / 0.04))
+        out[f"best_lambda_{name}"] = LAMBDAS[min(range(len(LAMBDAS)), key=lambda i: curves["critic"][i])]
+        inputs[f"bias_vs_0_04_{name}"] = {"critic fitted on": iters, "values": "critic"}
+    out["best_lambda_exact"] = LAMBDAS[min(range(len(LAMBDAS)), key=lambda i: curves["exact"][i])]
+    out["near_0_9_fit"], out["near_0_9_exact"] = abs(out["best_lambda_fit"] - 0.9), abs(out["best_lambda_exact"] - 0.9)
+    inputs["near_0_9_fit"] = inputs["bias_vs_0_04_fit"]
+    inputs["near_0_9_exact"] = dict(inputs["bias_vs_0_04_fit"], values="exact V^pi")
+    out["inputs"] = inputs
+    return out
+
+
+CRITIC = Experiment("lab12.critic", run_critic, criteria=(
+    # Question 7's model answer: "a bias (about 0.04 RMS here, the dashed line)": within a factor of 1.5
+    Criterion("bias", "|log(RMS of the critic's part of GAE(0)'s returns / 0.04)|", "bias_vs_0_04_fit", math.log(1.5),
+              above=False, mechanism="critic fitted on",
+              controls=(("a critic fitted on a tenth of the batches", "bias_vs_0_04_tenth"),), fmt="{:.2f}"),
+    # "The total is smallest in between, near lambda = 0.9" (the rubric: about 0.85 to 1): within 0.1 of 0.9;
+    # "a better critic ... moves the best lambda towards 0": with V^pi itself it is 0
+    Criterion("best_lambda", "|the lambda of the smallest RMS error of the returns - 0.9|", "near_0_9_fit", 0.1,
+              above=False, mechanism="values",
+              controls=(("the exact V^pi in place of the critic", "near_0_9_exact"),), fmt="{:.2f}"),
+))
+
+EXPERIMENTS = [REWARD_MODEL, KL_PENALTY, HACK, IMPROVES, CONTROLLER, PTX, HEALTH, CRITIC]

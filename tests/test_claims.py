@@ -2,19 +2,19 @@
 
 Every quote of the ledger must still be in its notebook, and every backing it names must exist (a
 science criterion or a test). The sentences with a number or a comparison that the ledger does not
-hold are reported (printed, and counted in `python benchmarks/claims.py`), not failed: task texts and
+hold are reported (printed, and counted in `python -m benchmarks.claims`), not failed: task texts and
 definitions need no figure. The tests below ``# exact facts`` compute, with no training, the facts of
 the fixed SFT model that the notebooks state (exact sums over enumerable responses): the ledger cites them.
 """
 
 import math
-import sys
 
 import numpy as np
 import pytest
 import torch
 
 from benchmarks import claims  # noqa: E402
+from benchmarks import science  # noqa: E402
 
 from course_utils.tinylm import EOS, load_sft  # noqa: E402
 from course_utils.twotoken import joint, two_token_logits, two_token_policy, two_token_rewards  # noqa: E402
@@ -28,7 +28,7 @@ def test_every_quote_is_in_its_notebook():
 
 
 def test_every_backing_names_a_criterion_or_a_test():
-    bad = claims.unknown_backings()
+    bad = claims.unknown_backings(science.criteria_by_name())
     assert not bad, "backings that name no science criterion and no test:\n" + "\n".join(
         f"  {c.where}: {b}  (for {c.quote[:60]!r})" for c, b in bad)
 
@@ -44,11 +44,40 @@ def test_the_drift_check_sees_a_changed_sentence(tmp_path):
     assert claims.missing([fake]) == [fake]
 
 
+def test_a_claim_is_backed_only_by_a_test_that_ran_and_passed():
+    """A test's def existing is not enough: after a run the test must be among those that passed."""
+    real = [c for c in claims.CLAIMS if c.backed_by == (claims.T + "test_tinylm_has_about_14000_parameters",)]
+    names = science.criteria_by_name()
+    assert real and claims.backed(names, real) == [(real[0], True)]                      # before a run: named
+    assert claims.backed(names, real, met=set(), tests_passed=set()) == [(real[0], False)]   # not run
+    assert claims.backed(names, real, met=set(), tests_passed={real[0].backed_by[0]}) == [(real[0], True)]
+
+
+def test_a_criterion_backs_a_claim_only_when_met_on_every_seed():
+    c = [c for c in claims.CLAIMS if c.backed_by == ("lab12.reward_model.gold_order",)][0]
+    names = science.criteria_by_name()
+    assert claims.backed(names, [c], met=set(), tests_passed=set()) == [(c, False)]
+    assert claims.backed(names, [c], met={"lab12.reward_model.gold_order"}, tests_passed=set()) == [(c, True)]
+
+
+def test_a_measured_figure_backs_no_claim_on_its_own():
+    names = science.criteria_by_name()
+    timed = [c for c in claims.CLAIMS if all(claims.is_measured(b) for b in c.backed_by)]
+    assert timed and not any(ok for _, ok in claims.backed(names, timed, met=set(names), tests_passed=set()))
+    assert "measured figure" in claims.summary_line(claims.backed(names, timed))
+
+
+def test_the_ledger_runs_its_tests():
+    passed = claims.run_tests([claims.T + "test_tinylm_has_about_14000_parameters",
+                               claims.T + "test_no_such_test"])
+    assert passed == {claims.T + "test_tinylm_has_about_14000_parameters"}
+
+
 def test_report_the_sentences_the_ledger_lacks(capsys):
     rest = claims.unledgered()
     with capsys.disabled():
         print(f"\n{len(rest)} sentences with a number or a comparison are not in the claims ledger "
-              f"(python benchmarks/claims.py --unledgered)")
+              f"(python -m benchmarks.claims --unledgered)")
     assert all(isinstance(s, str) and s for _, _, s in rest)
 
 
@@ -220,3 +249,58 @@ def test_run_b_has_a_learning_rate_33_times_run_as():
     lr_b = float(re.search(r"RLHFConfig\(lr=([0-9.e-]+)\)", view).group(1))
     assert round(lr_b / default) == 33, (default, lr_b)
 
+
+
+def test_lab11_two_token_gap_is_around_1e_15(sft):
+    """Lab 11's SoftValueView: the largest gap between the token-level pi* (Task 5) and the tilted pi*
+    (Task 4), with the reference solution, is float64 rounding ("around 1e-15") at every beta of the slider."""
+    from course_staff.solutions import load_lab
+    from course_utils.views.lab11 import SoftValueView
+    lab11 = load_lab("lab11")
+    first, second = two_token_policy(two_token_logits(sft, "7+5="), 1.0)
+    view = SoftValueView(first, second, two_token_rewards("7+5="), lab11["token_level_optimum"],
+                         lab11["tilted_optimum"]).prepare()
+    gaps = [view.max_gap(b) for b in view.betas]
+    assert max(gaps) < 1e-13, f"largest gap {max(gaps):.2e}: not float64 rounding"
+
+
+@pytest.mark.slow
+def test_train_rlhf_returns_only_the_policy_and_the_history(sft):
+    """Lab 12: `train_rlhf` keeps its critic to itself (it returns only the policy and the history)."""
+    from course_staff.solutions import load_lab
+    from course_utils.reward_model import DigitRM
+    from course_utils.tinylm import TinyLM
+    lab12 = load_lab("lab12")
+    result = lab12["train_rlhf"](sft, DigitRM(), 0.0, lab12["RLHFConfig"](iters=1))
+    assert isinstance(result, tuple) and len(result) == 2
+    policy, history = result
+    assert type(policy) is TinyLM and isinstance(history, dict)
+    assert not any(isinstance(v, torch.nn.Module) for v in history.values()), "a model in the history"
+
+
+def test_k1_is_negative_for_some_samples(sft):
+    """Lab 12: k1 = log pi(y) - log pi_ref(y) is negative wherever pi puts less mass than pi_ref, which a
+    policy sampled from does with positive probability; its mean under pi is the KL (the two-token toy,
+    pi at T = 0.8 against pi_ref at T = 1, every response enumerated)."""
+    pi, ref = _pi(sft, 0.8), _pi(sft, 1.0)
+    support = pi > 0
+    k1 = np.log(pi[support]) - np.log(ref[support])
+    assert pi[support][k1 < 0].sum() > 0.05, "k1 < 0 on a share of the samples"
+    kl = float((pi[support] * np.log(pi[support] / ref[support])).sum())
+    assert float((pi[support] * k1).sum()) == pytest.approx(kl, rel=1e-12) and kl > 0
+
+
+@pytest.mark.slow
+def test_an_sft_answer_scores_about_0(sft):
+    """Lab 12: after subtracting r_offset (the mean score of N_OFFSET SFT samples), fresh SFT answers
+    score about 0: their mean is within a tenth of one answer's spread of 0."""
+    import random
+    from course_staff.solutions import load_lab
+    from course_utils.reward_model import digit_counts
+    from course_utils.tinylm import make_batch, sample
+    from course_utils.world import make_world
+    w = make_world(load_lab("lab12")["train_reward_model"], 0)
+    prompts, _ = make_batch(2000, random.Random(99))
+    with torch.no_grad():
+        scores = w.rm(digit_counts(sample(sft, prompts, generator=torch.Generator().manual_seed(99)))) - w.rm_offset
+    assert abs(scores.mean().item()) < 0.1 * scores.std().item(), (scores.mean().item(), scores.std().item())

@@ -1,14 +1,16 @@
 """Every negative control of `make science` is an ablation of the mechanism its criterion claims: it
 could meet the criterion if the mechanism were not what it claims, and fails only through its figures,
 never by arithmetic or by definition. No training: the runs are replaced by stand-ins that report the
-figures a control would need to meet its criterion, or an untrained model's.
+figures a control would need to meet its criterion, or an untrained model's. (tests/test_science.py
+checks on real, short runs that each control changes exactly its criterion's mechanism input.)
 
 A control reverted to an old form fails here: a fixed beta as the controller's control (no single KL
 is near two targets; a fixed beta "moves" 1.00x by definition), the reward model at its initial
 weights (all 0), PPO-ptx judged on accuracy alone (a policy that never trains keeps its accuracy),
-two criteria that are one fact with the roles of criterion and control swapped, the rise of gold at
-beta 0 against an RM fit on shuffled rankings (which keeps a count component by chance), the spammed
-digits against an RM with only its heaviest weights swapped (which leaves the third heaviest in place).
+a control that is another criterion's figure (the GRPO mirror pair, k2_biased against unbiased's k1),
+the rise of gold at beta 0 against an RM fit on shuffled rankings (which keeps a count component by
+chance), the spammed digits against an RM with only its heaviest weights swapped (which leaves the
+third heaviest in place), a CPU-time ratio as a criterion.
 """
 
 import difflib
@@ -18,6 +20,7 @@ import types
 import pytest
 import torch
 
+from benchmarks import criteria  # noqa: E402
 from benchmarks import science  # noqa: E402
 from benchmarks import science_beyond  # noqa: E402
 from benchmarks import science_lab12 as L12  # noqa: E402
@@ -25,7 +28,7 @@ from benchmarks import science_lab12 as L12  # noqa: E402
 from course_staff.beyond import methods as B  # noqa: E402
 
 
-def criteria(experiment):
+def criteria_of(experiment):
     return [c for e in science.experiments() if e.name == experiment for c in e.criteria]
 
 
@@ -42,7 +45,7 @@ def test_controller_control_is_the_controller_with_its_sign_flipped(monkeypatch)
 
     monkeypatch.setattr(L12, "ppo", reaches_its_target)
     out = L12.run_controller(0)
-    for c in criteria("lab12.controller"):
+    for c in criteria_of("lab12.controller"):
         for label, key in c.controls:
             assert c.meets(out[key]), (
                 f"lab12.controller.{c.name}: its control ({label}) fails even when every run reaches its target "
@@ -81,7 +84,7 @@ def test_reward_model_controls_are_fits_not_the_initial_weights(monkeypatch, sma
         L12.shuffled_rm.cache_clear()
     acc, ceiling = L12.lab()["rm_accuracy"](L12.DigitRM(), small_world.held_out)
     untrained = {0.5, ceiling - acc, 0.0, abs(0.5 - out["agreement_counting"])}
-    for c in criteria("lab12.reward_model"):
+    for c in criteria_of("lab12.reward_model"):
         for label, key in c.controls:
             assert all(abs(out[key] - u) > 1e-9 for u in untrained), (
                 f"lab12.reward_model.{c.name}: its control ({label}) scores {out[key]:.4f}, what a model at its "
@@ -108,7 +111,7 @@ def _stand_in_ppo(choose):
     """A stand-in for PPO at beta 0: its final policy writes choose(rm) only (a digit), four at a time."""
     def ppo(seed, rm="fit", controller="as given", **changes):
         digit = choose(L12.reward_model(seed, rm))
-        return {"early_gold_peak": 0.0, "kl": 40.0, "malformed": 1.0,
+        return {"early_gold_peak": 0.0, "kl": 40.0, "malformed": 1.0, "history": {"kl": [40.0] * 120},
                 "digit_shares": [float(d == digit) for d in range(10)]}
     return ppo
 
@@ -122,7 +125,7 @@ def test_spams_heavy_control_moves_every_heavy_digit(monkeypatch, hack_world, k)
     the third heaviest where it was, and the stand-in meets the criterion under that control."""
     monkeypatch.setattr(L12, "ppo", _stand_in_ppo(lambda rm: int(rm.w.detach().argsort(descending=True)[k])))
     out = L12.run_hack(0)
-    c, = [c for c in criteria("lab12.hack") if c.name == "spams_heavy"]
+    c, = [c for c in criteria_of("lab12.hack") if c.name == "spams_heavy"]
     for label, key in c.controls:
         assert not c.meets(out[key]), (
             f"lab12.hack.spams_heavy: under its control ({label}) a policy writing that RM's digit of rank {k + 1} "
@@ -138,12 +141,13 @@ def test_rises_first_control_has_no_count_component(monkeypatch, hack_world):
     names = ["fit", *L12.CONTROL_RMS]
     start = hack_world.start["gold"]
     monkeypatch.setattr(L12, "ppo", lambda seed, rm="fit", **_: {           # the peak names the RM trained on
-        "early_gold_peak": start + names.index(rm), "kl": 40.0, "malformed": 1.0, "digit_shares": [0.1] * 10})
-    monkeypatch.setattr(L12, "untrained_early_peak", lambda sft, seed: start - 1)   # -1: no training
+        "early_gold_peak": start + names.index(rm), "kl": 40.0, "malformed": 1.0, "digit_shares": [0.1] * 10,
+        "history": {"kl": [40.0] * 120}})
+    monkeypatch.setattr(L12, "untrained_early_peak", lambda sft, seed: start)       # the noise floor: no rise
     out = L12.run_hack(0)
-    c, = [c for c in criteria("lab12.hack") if c.name == "rises_first"]
+    c, = [c for c in criteria_of("lab12.hack") if c.name == "rises_first"]
     fit = hack_world.rm.w.detach()
-    trained = [names[round(out[key])] for _, key in c.controls if out[key] >= 0]
+    trained = [names[round(out[key])] for _, key in c.controls]
     assert trained, "rises_first needs a control trained on an RM without the count component"
     for name in trained:
         w = L12.reward_model(0, name).w.detach()
@@ -160,26 +164,44 @@ def test_ptx_criterion_fails_for_a_policy_that_never_trains(monkeypatch):
     monkeypatch.setattr(L12, "world", lambda seed: types.SimpleNamespace(start=start))
     monkeypatch.setattr(L12, "ppo", lambda seed, **changes: dict(start))        # nothing learned
     out = L12.run_ptx(0)
-    for c in criteria("lab12.ptx"):
+    for c in criteria_of("lab12.ptx"):
         assert not c.meets(out[c.key]), (
             f"lab12.ptx.{c.name} is met by a policy that never trains ({c.fmt.format(out[c.key])}): "
             "keeping the accuracy alone shows nothing; PPO-ptx must also gain RM score")
 
 
 # ----------------------------------------------------------------------------- one criterion per fact
-def test_no_two_criteria_are_one_fact_with_the_roles_swapped():
+def test_no_criterion_is_another_ones_control():
+    """A control's figure that is another criterion's own figure makes two criteria of one fact (the
+    mirror pairs GRPO unscaled_drifts / reward_scaled_lands, k2_biased against unbiased's k1)."""
     for e in science.experiments():
-        for a in e.criteria:
-            for b in e.criteria:
-                if a is not b:
-                    assert not (a.key in {k for _, k in b.controls} and b.key in {k for _, k in a.controls}), (
-                        f"{e.name}.{a.name} and {e.name}.{b.name}: each is the other's control, one fact counted twice")
+        keys = {c.key: c.name for c in e.criteria}
+        for c in e.criteria:
+            for label, key in c.controls:
+                assert key not in keys, (f"{e.name}.{c.name}: its control ({label}) is the figure of "
+                                         f"{e.name}.{keys[key]}: one fact counted twice")
 
 
 def test_every_control_is_another_figure_than_its_criterion():
     for e in science.experiments():
         for c in e.criteria:
-            assert c.controls and all(key != c.key and label for label, key in c.controls), f"{e.name}.{c.name}"
+            assert c.controls and c.mechanism and all(key != c.key and label for label, key in c.controls), \
+                f"{e.name}.{c.name}"
+
+
+def test_the_mechanism_check_sees_a_second_change():
+    inputs = {"a": {"beta": 0.1, "rm": "fit", "seed ppo": 0}, "b": {"beta": 0.0, "rm": "fit", "seed ppo": 7},
+              "c": {"beta": 0.0, "rm": "shuffled", "seed ppo": 0}}
+    assert criteria.changed_inputs(inputs, "a", "b") == {"beta"}              # a seed is a nuisance input
+    assert criteria.changed_inputs(inputs, "a", "c") == {"beta", "rm"}
+
+
+def test_no_criterion_is_a_time_or_a_cost():
+    """CPU time is a figure of the measurement lane (science_beyond.MEASURED), never a criterion."""
+    for e in science.experiments():
+        for c in e.criteria:
+            assert "cpu" not in c.key.lower() and "time" not in c.claim.lower(), f"{e.name}.{c.name}"
+    assert [e.name for e in science.experiments(attr="MEASURED")] == ["beyond.budget"]
 
 
 # ----------------------------------------------------------------------------- Beyond PPO
@@ -189,8 +211,10 @@ def test_dpo_is_compared_with_ppo_at_matched_kl():
     t = (math.log(0.7) - math.log(0.5)) / (math.log(1.0) - math.log(0.5))
     assert science_beyond.frontier_gold(points, 0.7) == pytest.approx(0.80 + t * (0.70 - 0.80))
     assert math.isnan(science_beyond.frontier_gold(points, 0.1)), "no extrapolation beyond the sweep"
-    c, = [c for c in criteria("beyond.dpo") if c.name == "on_frontier"]
-    assert c.key == "dpo_off_frontier" and [k for _, k in c.controls] == ["dpo_off_ppo_same_beta"]
+    assert science_beyond.frontier_gold(points, 0.1, sft_gold=0.5) == pytest.approx(0.5 + 0.5 * 0.36)
+    assert math.isnan(science_beyond.frontier_gold(points, 20.0, sft_gold=0.5))
+    c, = [c for c in criteria_of("beyond.dpo") if c.name == "on_frontier"]
+    assert c.key == "dpo_off_frontier_labeler" and [k for _, k in c.controls] == ["dpo_off_frontier_shuffled"]
 
 
 def test_grpo_cells_differ_in_one_factor_each():
