@@ -1,4 +1,5 @@
-"""Time the autograding of a class on a real PostgreSQL gradebook, with one grader then two.
+"""Time the autograding of a class on a real PostgreSQL gradebook, with one grader then two, then two
+again with the grading sandbox off (course_staff/grading/sandbox.py: what the sandbox costs).
 
     python -m benchmarks.bench_class            # or: make bench-class   (about 8 minutes on 2 cores)
     python -m benchmarks.bench_class --size 12  # a smaller class
@@ -7,11 +8,11 @@ The class is tests/classroom.py's: the lifecycle test's Lab 11 students repeated
 throwaway PostgreSQL server (course_staff.grading.postgres) gets one database per run; the lab is recorded
 before the clock starts; each run is the whole `make autograde LAB=lab11 JOBS=<n>` command
 (python -m course_staff.grading.class_grading), start-up included, on a fresh copy of the course. Then every
-cell of every student is compared between the two gradebooks. The last line reads
+cell of every student is compared between the three gradebooks. The last line reads
 
-    class: 40 submissions, JOBS=1 <s>s, JOBS=2 <s>s, speed-up <x>x, scores identical
+    class: 40 submissions, JOBS=1 <s>s, JOBS=2 <s>s, speed-up <x>x, sandbox <x>x of unsandboxed, scores identical
 
-(or ``scores differ``). The raw figures go to benchmarks/results/bench_class.json (commit them with
+(or ``scores differ``: with one grader, two, or without the sandbox). The raw figures go to benchmarks/results/bench_class.json (commit them with
 the README table that quotes them: ``python -m benchmarks.bench_class --markdown`` renders it).
 """
 
@@ -39,16 +40,20 @@ LAB = classroom.LAB
 RESULTS = HERE / "results" / "bench_class.json"
 
 
-def grade_class(server, tmp, roster, kinds, jobs):
-    """A fresh course with the class in submitted/, graded with ``jobs`` graders; returns
-    (seconds, scores, output)."""
-    course = h.course_copy(tmp / f"jobs{jobs}", labs=())
+RUNS = (("1", 1, "on"), ("2", 2, "on"), ("2, sandbox off", 2, "off"))   # (name, graders, SANDBOX)
+
+
+def grade_class(server, tmp, roster, kinds, jobs, sandbox="on"):
+    """A fresh course with the class in submitted/, graded with ``jobs`` graders (SANDBOX=``sandbox``);
+    returns (seconds, cpu, scores, output)."""
+    name = f"jobs{jobs}_sandbox_{sandbox}"
+    course = h.course_copy(tmp / name, labs=())
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
     for student, kind in roster.items():
         h._write(course / "submitted" / student / LAB / f"{LAB}.ipynb", kinds[kind][0])
         (course / "submitted" / student / LAB / "timestamp.txt").write_text(stamp)
-    url = server.create_database(f"bench_jobs{jobs}")
-    env = {**h._env(), "NBGRADER_DB_URL": url}
+    url = server.create_database(f"bench_{name}")
+    env = {**h._env(), "NBGRADER_DB_URL": url, "SANDBOX": sandbox}
     command = [sys.executable, "-m", "course_staff.grading.class_grading"]
     subprocess.run(command + ["record", LAB], cwd=course, env=env, check=True, capture_output=True)
     cpu0, t0 = _children_cpu(), time.perf_counter()
@@ -68,8 +73,10 @@ def _children_cpu():
 def summary(data):
     """The last line: sizes, wall times, speed-up, whether the two gradebooks agree."""
     one, two = data["runs"]["1"]["seconds"], data["runs"]["2"]["seconds"]
+    off = data["runs"].get("2, sandbox off", {}).get("cpu")
+    cost = f", sandbox {data['runs']['2']['cpu'] / off:.2f}x the CPU of unsandboxed" if off else ""
     return (f"class: {data['size']} submissions, JOBS=1 {one:.0f}s, JOBS=2 {two:.0f}s, speed-up "
-            f"{one / two:.2f}x, scores {'identical' if data['identical'] else 'differ'}")
+            f"{one / two:.2f}x{cost}, scores {'identical' if data['identical'] else 'differ'}")
 
 
 def markdown():
@@ -77,7 +84,7 @@ def markdown():
     data = json.loads(RESULTS.read_text())
     lines = ["| graders | wall time | CPU time (graders and kernels) | per submission | load average before, after |",
              "| --- | --- | --- | --- | --- |"]
-    for jobs, run in sorted(data["runs"].items()):
+    for jobs, run in data["runs"].items():
         lines.append(f"| JOBS={jobs} | {run['seconds']:.0f} s | {run['cpu']:.0f} s | "
                      f"{run['seconds'] / data['size']:.2f} s wall, {run['cpu'] / data['size']:.2f} s CPU | "
                      f"{run['load'][0]:.1f}, {run['load'][1]:.1f} |")
@@ -104,18 +111,19 @@ def main(argv=None):
     tmp = Path(tempfile.mkdtemp(prefix="bench-class-"))
     runs, scores = {}, {}
     try:
-        for jobs in (1, 2):
+        for name, jobs, sandbox in RUNS:
             load_before = os.getloadavg()[0]
-            seconds, cpu, scores[jobs], _ = grade_class(server, tmp, roster, kinds, jobs)
-            runs[str(jobs)] = {"seconds": round(seconds, 1), "cpu": round(cpu, 1),
-                               "load": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
-            print(f"JOBS={jobs}: {seconds:.1f} s wall for {len(roster)} submissions ({seconds / len(roster):.2f} s "
+            seconds, cpu, scores[name], _ = grade_class(server, tmp, roster, kinds, jobs, sandbox)
+            runs[name] = {"seconds": round(seconds, 1), "cpu": round(cpu, 1),
+                          "load": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+            print(f"JOBS={name}: {seconds:.1f} s wall for {len(roster)} submissions ({seconds / len(roster):.2f} s "
                   f"each); {cpu:.0f} CPU seconds in all ({cpu / len(roster):.2f} per submission); load "
                   f"average {os.getloadavg()[0]:.1f} after", flush=True)
     finally:
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    same = scores[1] == scores[2] and len(scores[1]) == len(roster)
+    first = scores[RUNS[0][0]]
+    same = len(first) == len(roster) and all(scores[name] == first for name, _, _ in RUNS)
     command = "python -m benchmarks.bench_class " + " ".join(argv if argv is not None else sys.argv[1:])
     data = {"command": command.strip(), "commit": commit(), "date": today(), "machine": machine(),
             "fingerprint": provenance.fingerprint("bench_class.json"), "inputs": provenance.inputs("bench_class.json"),
