@@ -105,13 +105,13 @@ CLAIMS = (
       "tests/test_prefs.py::test_plackett_luce_pairwise_probabilities"),
     C("lab12", "An accuracy of about 55% looks poor until you see the ceiling next to it",
       "lab12.reward_model.ceiling", "lab12.reward_model.as_counting"),
-    C("lab12", "and yours is within about a point of the best possible (0.5 to 1.1 points over five seeds of ranked "
-      "data).", "lab12.reward_model.ceiling"),
+    C("lab12", "and yours is within about a point of the best possible (0.5 to 1.1 points over five seeds).",
+      "lab12.reward_model.ceiling"),
     C("lab12", "Against the gold order, the same model is right on about nine pairs out of ten.",
       "lab12.reward_model.gold_order"),
-    C("lab12", "A model that learns nothing and simply counts digits (every weight 1) scores the same here, within a "
-      "point on both figures (held-out accuracy 0.54-0.55 and gold-order agreement 0.88-0.90 over five seeds of "
-      "ranked data, like the fitted one's): on this labeler a linear digit-count model does no better than counting.",
+    C("lab12", "A model that simply counts digits (every weight 1) scores the same, within a point on both figures "
+      "(0.54-0.55 and 0.88-0.90 over five seeds): on this labeler a linear digit-count model does no better than "
+      "counting.",
       "lab12.reward_model.as_counting"),
     C("lab12", "What the fit does add is the sign (learned from the labeler, not assumed: a model fit on shuffled "
       "rankings gets weights of both signs and orders the gold pairs no better than a coin)",
@@ -145,7 +145,7 @@ CLAIMS = (
       "lab12.improves.fewer_malformed", "lab12.improves.improves"),
     C("lab12", "The proxy is useful as long as the policy stays close to the data it was fitted on.",
       "lab12.improves.improves", "lab12.kl_penalty.hack"),
-    C("lab12", "over the last third of training the KL stays near its target, a little above it (0.53 to 0.61 nats over "
+    C("lab12", "over the last third of training the KL stays a little above its target (0.53 to 0.61 nats over "
       "five seeds).", "lab12.controller.hovers"),
     C("lab12", "At $\\beta = 0.05$ the penalty is too weak and the policy drifts into the reward model's blind spot.",
       "lab12.ptx.keeps_and_gains", "lab12.kl_penalty.small_kl"),
@@ -162,7 +162,7 @@ CLAIMS = (
     C("lab12", "at 0 (greedy) the SFT model hides its blanks; as the temperature rises, malformed answers appear.",
       T + "test_greedy_sft_hides_its_blanks"),
     C("lab12", "each prompt has exactly 22,621 possible responses", T + "test_each_prompt_has_22621_responses"),
-    C("lab12", "$\\mathrm{KL}(\\pi_{\\text{PPO}}\\,\\|\\,\\pi^*)$ a fraction of a nat (under a quarter of a nat over five "
+    C("lab12", "$\\mathrm{KL}(\\pi_{\\text{PPO}}\\,\\|\\,\\pi^*)$ is a fraction of a nat (under a quarter of a nat over five "
       "seeds): 120 iterations of PPO found nearly the best policy its objective allows", "beyond.optima.ppo_near_opt"),
     C("lab12", "At $\\beta = 0$ and $0.05$ the exact optimum's gold score is far below the SFT model's, as PPO's is: "
       "$\\pi^*$ itself hacks the proxy", "beyond.optima.optimum_hacks", "lab12.kl_penalty.hack"),
@@ -191,7 +191,7 @@ CLAIMS = (
     C("lab12", "the two means differ only when the lengths in a batch differ",
       "tests/test_lab12_views.py::test_length_weights_of_a_known_batch"),
     C("lab12", "On this toy neither needs estimating: every response of up to four tokens can be enumerated, so for a "
-      "given policy $\\pi$ the course computes, backwards from the complete responses, the exact value",
+      "given policy $\\pi$ the course computes exactly, backwards from the complete responses,",
       "tests/test_lab12_views.py::test_exact_policy_values_match_monte_carlo"),
     C("lab12", "a cross-check of the exact values: at the exact optimum $\\pi^*$ of $\\beta = 0.1$, $V^{\\pi^*}$ computed "
       "the same way against the soft values of Lab 11", "tests/test_lab12_views.py::test_at_the_optimum_the_policy_value_is_the_soft_value"),
