@@ -291,6 +291,23 @@ def test_the_kernel_sees_no_secret_no_network_and_a_process_limit(monkeypatch):
     assert 0 < seen["nproc"] <= 1024 and seen["uid"] != 0
 
 
+def test_a_venv_and_a_course_under_tmp_stay_visible(monkeypatch, tmp_path):
+    """A clone under /tmp (CI's, a TA's scratch copy): the private /tmp is mounted before the venv and the
+    course package, so they are bound over it, not hidden by it (the kernel found no python before)."""
+    venv, package = "/tmp/clone/.venv", "/tmp/clone/course_utils"
+    monkeypatch.setattr(sandbox, "readonly_paths", lambda: ["/usr", venv, package])
+    monkeypatch.setattr(sandbox.os.path, "exists", lambda p: True)
+    args = sandbox.bwrap_command(["python", "-m", "ipykernel_launcher"], {}, "/tmp/grading/student/lab11",
+                                 tmp_path, {})
+    binds = [(args[i], args[i + 2]) for i, a in enumerate(args) if a in ("--bind", "--ro-bind-try")]
+    order = [dest for _, dest in binds]
+    assert order.index("/tmp") < order.index(venv) and order.index("/tmp") < order.index(package)
+    assert order.index("/tmp") < order.index("/tmp/grading/student/lab11")
+    # and the folders above them are made readable inside the private /tmp, after it is mounted
+    made = [args[i + 1] for i, a in enumerate(args) if a == "--dir"]
+    assert "/tmp/clone" in made and args.index("--dir") > args.index("/tmp")
+
+
 def test_the_guard_removes_hooks_that_watch_cells_and_keeps_the_kernels_own():
     """HOOK_GUARD in an IPython shell: what a fresh shell has hooked stays, a cell's pre_run_cell
     hook and trace function go (and are named); run again, nothing is left to remove."""

@@ -10,8 +10,9 @@ limits on CPU time, memory, processes and file size.
 How the kernel is started (``bwrap_command``):
 
     bwrap --unshare-all --die-with-parent --clearenv --setenv ... \\
-          --ro-bind /usr /usr ... --ro-bind <venv> <venv> --ro-bind <course_utils> <course_utils> \\
-          --bind <jail>/work <cwd> --bind <jail>/tmp /tmp --bind <jail>/conn /run/kernel --proc /proc --dev /dev \\
+          --bind <jail>/tmp /tmp --ro-bind /usr /usr ... --ro-bind <venv> <venv> \\
+          --ro-bind <course_utils> <course_utils> --proc /proc --dev /dev --bind <jail>/conn /run/kernel \\
+          --bind <jail>/work <cwd> \\
           --chdir <cwd> -- python -c <set limits, exec> python -m ipykernel_launcher -f /run/kernel/kernel-inside.json
 
 - ``--unshare-all``: its own network namespace (only a loopback of its own: the grader's
@@ -153,7 +154,9 @@ def bwrap_command(kernel_cmd, env, cwd, jail, limits, uid=None):
     for name, value in settings.items():
         args += ["--setenv", name, value]
     readonly = [p for p in readonly_paths() if os.path.exists(p) or os.path.islink(p)]
-    writable = [(str(jail / "tmp"), "/tmp"), (str(jail / "conn"), CONN), (str(jail / "work"), str(cwd))]
+    writable = [(str(jail / "conn"), CONN), (str(jail / "work"), str(cwd))]
+    # the private /tmp first: a venv or a course that lives under the grader's /tmp is bound over it
+    args += ["--bind", str(jail / "tmp"), "/tmp"]
     args += _parents([*readonly, *(dest for _, dest in writable)])
     for path in readonly:
         args += ["--ro-bind-try", path, path]
@@ -170,7 +173,7 @@ def _parents(destinations):
     """bwrap arguments that create the folders above each mount point, readable by all (bwrap
     would make them 0700, closing /root/... to a kernel that does not run as root)."""
     destinations = set(destinations)
-    above = {str(parent) for d in destinations for parent in Path(d).parents if str(parent) != "/"}
+    above = {str(parent) for d in destinations for parent in Path(d).parents if str(parent) not in ("/", "/tmp")}
     args = []
     for folder in sorted(above - destinations, key=lambda p: p.count("/")):
         if not any(folder.startswith(d + "/") for d in destinations):
