@@ -54,6 +54,10 @@ CLAIMS = (
     # ------------------------------------------------------------------ Lab 11
     C("lab11", "so it is right about 3 times in 4 and sometimes answers with an empty response",
       T + "test_sft_is_right_about_three_times_in_four"),
+    C("lab11", "$k_2$ in a loss follows the gradient of $\\mathrm{KL}(\\pi_\\theta \\,\\|\\, \\pi_{\\text{ref}})$ at the state",
+      "tests/test_claims.py::test_only_k2_in_a_loss_follows_the_gradient_of_the_kl"),
+    C("lab11", "$k_3$ in a loss follows the gradient of the *other* KL",
+      "tests/test_claims.py::test_only_k2_in_a_loss_follows_the_gradient_of_the_kl"),
     C("lab11", "at $T = 0$ every sample is the same answer", "tests/test_twotoken.py::test_temperature_zero_is_one_hot"),
     C("lab11", "near $T = 1$ the empty response (`<eos>` first) takes about a quarter of the mass",
       T + "test_the_blank_takes_about_a_quarter_at_t1"),

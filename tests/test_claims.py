@@ -189,6 +189,29 @@ def test_k1_gradient_has_mean_zero():
     assert g_kl.abs().max() > 0.05, "the KL itself has a gradient: k1 in a loss does not follow it"
 
 
+def test_only_k2_in_a_loss_follows_the_gradient_of_the_kl():
+    """Lab 11, Question 1.4's model answer: over y ~ pi, the gradient of k1 averages to 0, k2's to the
+    gradient of KL(pi || pi_ref) and k3's to that of KL(pi_ref || pi). The estimators are Lab 11's solution
+    (Task 3); the expectations and both KLs are exact sums over a four-outcome policy."""
+    from course_staff.solutions import load_lab
+    kl_estimators = load_lab("lab11")["kl_estimators"]
+    logits = torch.tensor([1.0, 0.0, -1.0, 0.5], dtype=torch.float64, requires_grad=True)
+    ref = torch.log_softmax(torch.tensor([0.0, 1.0, 0.0, -2.0], dtype=torch.float64), 0)
+
+    def grad(f):
+        return torch.autograd.grad(f(torch.log_softmax(logits, 0)), logits)[0]
+
+    def mean_grad(i):                   # E_{y ~ pi}[grad k_i(y)]: the sampling weights carry no gradient
+        return grad(lambda logp: (logp.exp().detach() * kl_estimators(logp, ref)[i]).sum())
+
+    forward = grad(lambda logp: (logp.exp() * (logp - ref)).sum())          # grad KL(pi || pi_ref)
+    reverse = grad(lambda logp: (ref.exp() * (ref - logp)).sum())           # grad KL(pi_ref || pi)
+    assert forward.abs().max() > 0.05 and (forward - reverse).abs().max() > 0.05   # three different targets
+    assert torch.allclose(mean_grad(0), torch.zeros(4, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(mean_grad(1), forward, atol=1e-12)
+    assert torch.allclose(mean_grad(2), reverse, atol=1e-12)
+
+
 @pytest.fixture(scope="module")
 def kl_spreads(sft):
     """{T: (std k1 / KL, std k3 / KL)}: Lab 11's exact spread of one-sample k1 and k3 on the two-token toy,
