@@ -500,6 +500,12 @@ def run_ptx(seed):
         # both at once: the smaller margin decides (>= 0: accuracy kept and RM score gained)
         out[f"{name}_margin"] = min(out[f"{name}_kept"] - ACC_KEPT, out[f"{name}_rm_gain"] - MOVE)
         out["inputs"][f"{name}_margin"] = {"ptx_coef": coef}
+    # "yet it ends below plain PPO at beta = 0.1": the ptx run's gold minus plain PPO's at the default beta;
+    # the control gives the plain run the ptx run's beta (there the supervised term is ahead)
+    out["ptx_minus_default"] = out["ptx_gold"] - ppo(seed)["gold"]
+    out["ptx_minus_plain_same_beta"] = out["ptx_gold"] - out["plain_gold"]
+    out["inputs"].update({"ptx_minus_default": {"plain run's beta": default_beta()},
+                          "ptx_minus_plain_same_beta": {"plain run's beta": PTX_BETA}})
     return out
 
 
@@ -507,6 +513,11 @@ PTX = Experiment("lab12.ptx", run_ptx, criteria=(
     Criterion("keeps_and_gains", f"beta {PTX_BETA:g}, ptx {PTX_COEF:g}: min(accuracy / SFT's - {ACC_KEPT:g}, "
               f"RM gain - {MOVE:g})", "ptx_margin", 0.0, mechanism="ptx_coef",
               controls=((f"ptx off (ptx_coef = 0) at beta {PTX_BETA:g}", "plain_margin"),), fmt="{:+.2f}"),
+    # "ends below": lower at the two decimals the sentence prints its gold scores with (a tie is not below)
+    Criterion("below_default", f"ptx's gold at beta {PTX_BETA:g} - plain PPO's at the default beta", "ptx_minus_default",
+              -0.01, above=False, mechanism="plain run's beta",
+              controls=((f"plain PPO at the ptx run's beta {PTX_BETA:g}", "ptx_minus_plain_same_beta"),),
+              fmt="{:+.2f}"),
 ))
 
 

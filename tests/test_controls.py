@@ -167,7 +167,8 @@ def test_ptx_criterion_fails_for_a_policy_that_never_trains(monkeypatch):
     for c in criteria_of("lab12.ptx"):
         assert not c.meets(out[c.key]), (
             f"lab12.ptx.{c.name} is met by a policy that never trains ({c.fmt.format(out[c.key])}): "
-            "keeping the accuracy alone shows nothing; PPO-ptx must also gain RM score")
+            "keeping the accuracy alone shows nothing; PPO-ptx must also gain RM score, and a tie with plain PPO "
+            "is not below it")
 
 
 # ----------------------------------------------------------------------------- one criterion per fact
