@@ -56,8 +56,6 @@ CLAIMS = (
       T + "test_sft_is_right_about_three_times_in_four"),
     C("lab11", "$k_2$ in a loss follows the gradient of $\\mathrm{KL}(\\pi_\\theta \\,\\|\\, \\pi_{\\text{ref}})$ at the state",
       "tests/test_claims.py::test_only_k2_in_a_loss_follows_the_gradient_of_the_kl"),
-    C("lab11", "$k_3$ in a loss follows the gradient of the *other* KL",
-      "tests/test_claims.py::test_only_k2_in_a_loss_follows_the_gradient_of_the_kl"),
     C("lab11", "at $T = 0$ every sample is the same answer", "tests/test_twotoken.py::test_temperature_zero_is_one_hot"),
     C("lab11", "near $T = 1$ the empty response (`<eos>` first) takes about a quarter of the mass",
       T + "test_the_blank_takes_about_a_quarter_at_t1"),
@@ -75,7 +73,8 @@ CLAIMS = (
       "lab11.kl_estimators.k3_quiet"),
     C("lab11", r"$k_1$ in a loss pulls nowhere on average, whatever its value", T + "test_k1_gradient_has_mean_zero"),
     C("lab11", r"$k_3$ in a loss follows the gradient of the *other* KL",
-      "tests/test_beyond_ppo.py::test_k3_in_the_loss_follows_the_gradient_of_the_reverse_kl"),
+      "tests/test_beyond_ppo.py::test_k3_in_the_loss_follows_the_gradient_of_the_reverse_kl",
+      "tests/test_claims.py::test_only_k2_in_a_loss_follows_the_gradient_of_the_kl"),
     C("lab11", r"$k_3$'s low variance makes it the better estimator to *report* the KL, not the better term to "
       "differentiate.", "lab11.kl_estimators.k3_quiet", T + "test_k1_gradient_has_mean_zero"),
     C("lab11", r"which is largest, equal to $\beta \log Z$, exactly when $\pi = \pi^*$.", "lab11.optimum.best"),
