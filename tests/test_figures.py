@@ -46,9 +46,13 @@ def _notebook_text(rel):
     return " ".join(" ".join(c.source for c in cells if c.cell_type == "markdown").split())
 
 
-@pytest.mark.parametrize("rel, pattern, key", figures.BANDS, ids=[k for _, _, k in figures.BANDS])
-def test_a_notebook_quotes_a_figure_within_its_band(rel, pattern, key):
+def test_a_notebook_quotes_a_figure_within_its_band():
     """Prose written by hand ("about 32 s") within a third of the committed measurement."""
+    for rel, pattern, key in figures.BANDS:
+        _within_band(rel, pattern, key)
+
+
+def _within_band(rel, pattern, key):
     found = re.findall(pattern, _notebook_text(rel))
     assert found, f"{rel} no longer says {pattern!r}: update benchmarks/figures.py's BANDS with the new sentence"
     measured = float(figures.figure(key).split()[0])
