@@ -43,6 +43,9 @@ TABLE = Lab("lab11", tasks=(
         M("seq_no_mask", (("torch.where(real, tok_logp, torch.zeros_like(tok_logp))", "tok_logp"),), "no mask"),
         M("seq_mean", ((".sum(dim=-1)", ".mean(dim=-1)"),), "the mean over tokens"),
         M("seq_float_condition", (("real = mask.bool()", "real = mask"),), "bool condition"),
+        # converts only the float32 mask the visible checks pass: a float64 mask reaches torch.where as is
+        M("seq_float32_mask_only", (("real = mask.bool()", "real = mask.bool() if mask.dtype == torch.float32 else mask"),),
+          "floats of any dtype"),
         M("seq_keepdim", ((".sum(dim=-1)", ".sum(dim=-1, keepdim=True)"),), "shape"),
         M("seq_in_place", (("torch.where(real, tok_logp, torch.zeros_like(tok_logp))", "tok_logp.masked_fill_(~real, 0.0)"),),
           "must not change its inputs"),
