@@ -46,9 +46,9 @@ _float64 = np.float64
 FLOAT32_ATOL, FLOAT32_RTOL = 1e-5, 1e-4
 FLOAT64_ATOL, FLOAT64_RTOL = 1e-8, 1e-6
 FREQUENCY_ATOL = 1e-3        # an atol at or above this is a frequency's, not a float's
-# log Z = max + log(sum of shifted weights) is as exact as the rest, but grows as 1 / beta (1000 at beta = 1e-3,
-# 1e4 and more at 1e-4): relative 1e-8 keeps its slack where relative 1e-6 keeps the other float64 results'
-# (1e-5 to 1e-4 absolute there, still 1e7 times float64's rounding of numbers that size)
+# log Z = max + log(sum of shifted weights) is as exact as the rest but grows as 1 / beta (1000 at beta = 1e-3,
+# 5e4 at 1e-4 with a reward of 5): relative 1e-8 keeps its absolute slack (1e-5 to 5e-4) near that of the other
+# float64 results (values of order 1 at relative 1e-6), still about 5e7 times float64's rounding at that size
 LOG_Z_RTOL = 1e-8
 # the keyword arguments of ``assert_close`` for a float64 result of an exact formula, and for a log Z:
 #     assert_close(V0, 0.5 * np.log(3), "V0", **FLOAT64)
