@@ -33,17 +33,18 @@ import time
 from course_staff.beyond.experiment import Referee
 from course_staff.beyond.methods import (DPOConfig, GRPOConfig, implicit_reward_fit, lab, make_world, one_thread,
                                         train_dpo, train_grpo, train_ppo)
+from course_staff.solutions import given_default
 from course_utils.labeler import ranked_data
+from course_utils.views.optimum import BETA_ZERO                # Lab 12's stand-in for beta = 0 (the RM's argmax)
 from course_utils.world import K, spaced
 
 from benchmarks.criteria import Criterion, Experiment, short
 
 HACK_BETA = 0.05          # PPO hacks the RM here (Lab 12)
-BETA = 0.1                # Lab 12's default beta
+BETA = given_default("lab12", "RLHFConfig", "beta")       # Lab 12's default beta, read from its RLHFConfig
 SWEEP = (0.05, 0.06, 0.07, 0.08, 0.1, 0.2)    # PPO's frontier: KL from about 10 nats down to 0.2
 GRPO_CELLS = {(kl_in, scaled): f"grpo_{kl_in}_{'scaled' if scaled else 'unscaled'}"
               for kl_in in ("loss", "reward") for scaled in (False, True)}
-ARGMAX_BETA = 0.001       # Lab 12's stand-in for beta = 0 (the RM's argmax)
 NOISE_FREE_KAPPA = 30.0   # a labeler that (almost) never errs: sigmoid(30) = 1 - 1e-13
 
 
@@ -173,14 +174,14 @@ def run_optima(seed):
            # the control: no PPO iteration at all (the SFT model), against the same pi*_RM. (PPO stopped after a
            # tenth of its iterations is already within a quarter of a nat: 0.15-0.2 on seed 0)
            "sft_kl_to_opt": referee.judge(referee.ref, BETA)["rm"]["kl_to_opt"]}
-    for beta in (ARGMAX_BETA, HACK_BETA, BETA):
+    for beta in (BETA_ZERO, HACK_BETA, BETA):
         for name in ("rm", "gold"):
             out[f"opt_{name}_gold_{beta:g}"] = _gold(referee, referee.optimum(name, beta).logp, beta)
         out[f"opt_rm_below_sft_{beta:g}"] = sft - out[f"opt_rm_gold_{beta:g}"]
     # Lab 12's Experiment 8: at beta 0 (computed at 0.001) and 0.05 the optimum hacks; the smaller fall decides
-    out["opt_rm_below_sft_small"] = min(out[f"opt_rm_below_sft_{ARGMAX_BETA:g}"], out[f"opt_rm_below_sft_{HACK_BETA:g}"])
+    out["opt_rm_below_sft_small"] = min(out[f"opt_rm_below_sft_{BETA_ZERO:g}"], out[f"opt_rm_below_sft_{HACK_BETA:g}"])
     out["inputs"] = {f"opt_gold_gold_{HACK_BETA:g}": {"reward": "labeler"}, f"opt_rm_gold_{HACK_BETA:g}": {"reward": "rm"},
-                     "opt_rm_below_sft_small": {"beta": f"{ARGMAX_BETA:g}, {HACK_BETA:g}"},
+                     "opt_rm_below_sft_small": {"beta": f"{BETA_ZERO:g}, {HACK_BETA:g}"},
                      f"opt_rm_below_sft_{BETA:g}": {"beta": f"{BETA:g}"},
                      "ppo_kl_to_opt": {"PPO iterations": iters}, "sft_kl_to_opt": {"PPO iterations": 0}}
     return out
@@ -241,7 +242,7 @@ OPTIMA = Experiment("beyond.optima", run_optima, criteria=(
               0.95, mechanism="reward",
               controls=(("the RM's optimum pi*_RM, same beta", f"opt_rm_gold_{HACK_BETA:g}"),), fmt="{:+.2f}"),
     # "far below the SFT model's gold": by at least a quarter of the gold scale (-1 to +1), 0.5
-    Criterion("optimum_hacks", f"min over beta {ARGMAX_BETA:g}, {HACK_BETA:g} of SFT gold - gold of pi*_RM",
+    Criterion("optimum_hacks", f"min over beta {BETA_ZERO:g}, {HACK_BETA:g} of SFT gold - gold of pi*_RM",
               "opt_rm_below_sft_small", 0.5, mechanism="beta",
               controls=((f"beta {BETA:g}", f"opt_rm_below_sft_{BETA:g}"),), fmt="{:+.2f}"),
     # "within a quarter of a nat"; "120 iterations of PPO found nearly the best policy": without them (the SFT

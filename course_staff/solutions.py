@@ -11,6 +11,7 @@ NBGRADER_EXECUTION unset (so nothing runs in its shortened grading form), and IP
 (``%magic``, ``!shell``) skipped. What the cells print is dropped unless ``quiet=False``.
 """
 
+import ast
 import contextlib
 import io
 import os
@@ -46,6 +47,19 @@ def lab_cells(lab, root=REPO):
     return cells
 
 
+def given_default(lab, cls, field, root=REPO):
+    """The default of ``field`` in the class ``cls`` that the lab's cells define, read from its source without
+    running anything (``given_default("lab12", "RLHFConfig", "beta")`` -> 0.1): for code that names a lab's
+    default when it is imported. The default must be a literal."""
+    for _, source in lab_cells(lab, root):
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef) and node.name == cls:
+                for item in node.body:
+                    if isinstance(item, ast.AnnAssign) and getattr(item.target, "id", None) == field:
+                        return ast.literal_eval(item.value)
+    raise LookupError(f"{lab} defines no class {cls} with a field {field}")
+
+
 @contextlib.contextmanager
 def _without_grading_env():
     saved = os.environ.pop("NBGRADER_EXECUTION", None)
@@ -74,4 +88,4 @@ def load_lab(lab, root=REPO, quiet=True):
     return module.__dict__
 
 
-__all__ = ["load_lab", "lab_cells", "is_definition_cell", "notebook_path", "REPO"]
+__all__ = ["load_lab", "lab_cells", "given_default", "is_definition_cell", "notebook_path", "REPO"]

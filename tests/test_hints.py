@@ -69,20 +69,23 @@ def _given_text(nb):
     return _squash("\n".join(shown))
 
 
+def cell_lines(nb, kind, part):
+    """[(grade_id, line)] of the ``part`` lines (split_cell's "shown", "SOLUTION", ...) of every code cell
+    whose nbgrader metadata marks it ``kind`` ("solution" or "grade")."""
+    return [(cell.metadata["nbgrader"].get("grade_id"), line) for cell in nb.cells
+            if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get(kind)
+            for line in split_cell(cell)[part]]
+
+
 def shown_solution_lines(source_nb, release_nb):
     """[(solution cell, fragment, release cell index)] of every solution fragment shown in release."""
     given = _given_text(source_nb)
     cells = [(i, _squash(c.source)) for i, c in enumerate(release_nb.cells)]
     found = []
-    for cell in source_nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code" or not meta.get("solution"):
-            continue
-        for line in split_cell(cell)["SOLUTION"]:
-            for frag in sorted(fragments(line)):
-                if frag in given:
-                    continue
-                found += [(meta.get("grade_id"), frag, i) for i, text in cells if frag in text]
+    for gid, line in cell_lines(source_nb, "solution", "SOLUTION"):
+        for frag in sorted(fragments(line)):
+            if frag not in given:
+                found += [(gid, frag, i) for i, text in cells if frag in text]
     return found
 
 
@@ -170,18 +173,14 @@ def _occurs(pat, tokens):
 def solution_patterns(nb):
     """{pattern: (solution cell, line)} of every solution line's right-hand side."""
     found = {}
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code" or not meta.get("solution"):
-            continue
-        for line in split_cell(cell)["SOLUTION"]:
-            code = _code(line)
-            rhs = _ASSIGN.match(code or "")
-            if rhs:
-                pat = pattern(rhs.group(1))
-                operations = [t for t in pat if not t.startswith("$") and t not in ",()[]"]
-                if len(pat) >= MIN_TOKENS and len(operations) >= 2:      # not a bare tuple of names
-                    found[pat] = (meta.get("grade_id"), code)
+    for gid, line in cell_lines(nb, "solution", "SOLUTION"):
+        code = _code(line)
+        rhs = _ASSIGN.match(code or "")
+        if rhs:
+            pat = pattern(rhs.group(1))
+            operations = [t for t in pat if not t.startswith("$") and t not in ",()[]"]
+            if len(pat) >= MIN_TOKENS and len(operations) >= 2:      # not a bare tuple of names
+                found[pat] = (gid, code)
     return found
 
 
@@ -190,14 +189,9 @@ def solution_in_visible_checks(nb):
     visible check computes, under any variable names."""
     patterns = solution_patterns(nb)
     found = []
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code" or not meta.get("grade"):
-            continue
-        for line in split_cell(cell)["shown"]:
-            tokens = _tokens(_code(line) or "")
-            found += [(meta["grade_id"], sol, code, line.strip()) for pat, (sol, code) in patterns.items()
-                      if _occurs(pat, tokens)]
+    for gid, line in cell_lines(nb, "grade", "shown"):
+        tokens = _tokens(_code(line) or "")
+        found += [(gid, sol, code, line.strip()) for pat, (sol, code) in patterns.items() if _occurs(pat, tokens)]
     return found
 
 
