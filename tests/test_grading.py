@@ -224,3 +224,23 @@ def test_no_warnings_passes_stderr_on_and_says_it_costs_the_cell(capsys):
     assert out.err == "debug 3\n"                                     # the graders still see it
     assert out.out.endswith("0 points, even if its checks pass: remove the print to sys.stderr or the logging.\n")
     assert not isinstance(sys.stderr, grading._StderrTee)            # restored
+
+
+# ----------------------------------------------------------------------------- the labs' tolerances
+def test_the_labs_checks_name_their_float_tolerances():
+    """A float tolerance is defined once, in checks.py (FLOAT64, LOG_Z, the float32 defaults): no check cell of
+    a lab writes one as a number (the frequencies' atol of 0.01 and 0.02, at or above FREQUENCY_ATOL, are
+    the draws' own and stated where they are used)."""
+    import re
+
+    import nbformat
+
+    from course_staff.course import LABS, is_grade, source_notebook
+    literal = re.compile(r"\b([ar]tol)\s*=\s*([0-9][0-9.]*(?:e-?[0-9]+)?)")
+    found = [(lab, cell.metadata["nbgrader"]["grade_id"], m.group(0))
+             for lab in LABS for cell in nbformat.read(str(source_notebook(lab)), as_version=4).cells
+             if is_grade(cell) for m in literal.finditer(cell.source)
+             if m.group(1) == "rtol" or float(m.group(2)) < grading.FREQUENCY_ATOL]
+    assert not found, f"float tolerances written as numbers in check cells (use checks.FLOAT64, LOG_Z): {found}"
+    assert grading.FLOAT64 == {"atol": grading.FLOAT64_ATOL, "rtol": grading.FLOAT64_RTOL}
+    assert grading.LOG_Z == {"atol": grading.FLOAT64_ATOL, "rtol": grading.LOG_Z_RTOL}
