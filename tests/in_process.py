@@ -34,19 +34,26 @@ def reference(lab):
 
 @functools.cache
 def check_sources(lab):
-    """[(grade_id, points, source)] of every check cell of the lab's table, in notebook order."""
+    """[(grade_id, points, code)] of every check cell of the lab's table, in notebook order, each compiled
+    once per process (a code object runs the same in every namespace it is executed in)."""
     cells = nbformat.read(str(h.REPO / "source" / lab / f"{lab}.ipynb"), as_version=4).cells
     source = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in cells}
     order = [c.metadata.get("nbgrader", {}).get("grade_id") for c in cells]
     checks = sorted(table(lab).auto_marks().items(), key=lambda item: order.index(item[0]))
-    return [(gid, points, source[gid]) for gid, points in checks]
+    return [(gid, points, compile(source[gid], f"<{lab} {gid}>", "exec")) for gid, points in checks]
+
+
+@functools.cache
+def solution_texts(lab):
+    """harness.solution_text(lab), read once per process (callers do not change it)."""
+    return h.solution_text(lab)
 
 
 def namespace(lab, edits=None):
     """A copy of the reference namespace with each edited solution cell ({grade_id: [(old, new)]})
     executed again (every ``old`` must occur)."""
     ns = dict(reference(lab))
-    texts = h.solution_text(lab)
+    texts = solution_texts(lab)
     for gid, pairs in (edits or {}).items():
         text = texts[gid]
         for old, new in pairs:
@@ -61,11 +68,11 @@ def scores(lab, edits=None):
     """{check grade_id: (points scored, what the cell printed and raised)} of every check cell."""
     ns = namespace(lab, edits)
     got = {}
-    for gid, points, source in check_sources(lab):
+    for gid, points, code in check_sources(lab):
         printed = io.StringIO()
         try:
             with contextlib.redirect_stdout(printed):
-                exec(compile(source, f"<{lab} {gid}>", "exec"), ns)          # noqa: S102
+                exec(code, ns)          # noqa: S102
             got[gid] = (points, printed.getvalue())
         except Exception as err:  # noqa: BLE001 -- any error fails a check cell, as in nbgrader
             got[gid] = (0.0, f"{printed.getvalue()}\n{type(err).__name__}: {err}")

@@ -14,7 +14,9 @@ instructions), with 1 and with 4 threads, and asserts that
   fails its controls, the reference curve matches), and
 * all environments give the same verdicts, cell by cell.
 
-The grading part runs in all four environments (it is cheap: in-process, no nbgrader). The training
+One process per CPU-kernel setting computes both of its thread counts (tests/verdicts.py: the kernels are
+fixed when torch starts, the threads are not), each from a fresh load of the lab and the process's starting
+random states. The grading part runs in all four environments (it is cheap: in-process, no nbgrader). The training
 parts (science, reference), about 40 s of CPU each, run where they differ from what the suite already
 computes: under ``default, 4 threads``. Their verdicts with this CPU's kernels and one thread, the other
 corner, are tests/test_science.py's and tests/test_reference_curves.py's (the same runs, in pytest's own
@@ -43,22 +45,29 @@ ENVIRONMENTS = {                      # name -> (ATEN_CPU_CAPABILITY, threads), 
 pytestmark = pytest.mark.slow
 
 
-def compute(capability, threads, parts, out):
+def compute(capability, runs, out):
+    """{threads: verdicts} of ``runs`` [(threads, parts)], computed in one process under ``capability``."""
     env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "NBGRADER_EXECUTION")}
     if capability != NATIVE:
         env["ATEN_CPU_CAPABILITY"] = capability
-    env["COURSE_THREADS"] = str(threads)
-    proc = subprocess.run([sys.executable, "-m", "tests.verdicts", "--out", str(out), "--only", *parts], cwd=TESTS.parent,
-                          env=env, capture_output=True, text=True, timeout=1200)
-    assert proc.returncode == 0, f"verdicts under {capability}, {threads} threads failed:\n{proc.stderr[-3000:]}"
-    return json.loads(Path(out).read_text())
+    specs = [f"{threads}={','.join(parts)}" for threads, parts in runs]
+    proc = subprocess.run([sys.executable, "-m", "tests.verdicts", "--out", str(out), "--run", *specs], cwd=TESTS.parent,
+                          env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, f"verdicts under {capability} ({' '.join(specs)}) failed:\n{proc.stderr[-3000:]}"
+    return {int(threads): v for threads, v in json.loads(Path(out).read_text()).items()}
 
 
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory):
     folder = tmp_path_factory.mktemp("verdicts")
-    return {name: compute(cap, threads, parts, folder / f"{i}.json")
-            for i, (name, ((cap, threads), parts)) in enumerate(ENVIRONMENTS.items())}
+    by_capability = {}
+    for name, ((cap, threads), parts) in ENVIRONMENTS.items():
+        by_capability.setdefault(cap, []).append((name, threads, parts))
+    got = {}
+    for i, (cap, envs) in enumerate(by_capability.items()):
+        per_threads = compute(cap, [(threads, parts) for _, threads, parts in envs], folder / f"{i}.json")
+        got.update({name: per_threads[threads] for name, threads, _ in envs})
+    return {name: got[name] for name in ENVIRONMENTS}
 
 
 def flat(tree, prefix=()):

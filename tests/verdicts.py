@@ -1,7 +1,7 @@
 """Every verdict the course's numerical checks reach, computed in this process: what the capability
 matrix (tests/test_capability_matrix.py) compares between CPU kernels and thread counts.
 
-    ATEN_CPU_CAPABILITY=default COURSE_THREADS=4 python -m tests.verdicts --out v.json [--only grading]
+    ATEN_CPU_CAPABILITY=default python -m tests.verdicts --out v.json --run 1=grading 4=grading,science
 
 Three parts, each a dict of plain verdicts (booleans and short labels, never the numbers behind them):
 
@@ -14,21 +14,22 @@ Three parts, each a dict of plain verdicts (booleans and short labels, never the
 * ``reference``: the drift check of Lab 12's reference curves (tests/test_reference_curves.py): the
   list of problems it finds in the notebook's default run (empty when the curve matches).
 
-Threads: course_utils.tinylm sets one torch thread when imported; COURSE_THREADS (default 1) is set
-after that import, so the whole computation runs with that many.
+Threads: one process computes every thread count of its CPU kernels (the kernels are chosen when torch
+starts, the thread count can change at any time): each ``--run THREADS=PARTS`` in turn, with that many
+threads, from the random states the process started with and the lab's solution loaded again, so no run
+reuses a number another thread count computed. The output: {THREADS: {"environment", PART: verdicts}}.
 """
 
 import argparse
 import contextlib
 import json
-import os
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
 
 import torch  # noqa: E402
 
-import course_utils.tinylm  # noqa: E402,F401 -- sets one thread; COURSE_THREADS overrides it below
+import course_utils.tinylm  # noqa: E402,F401 -- sets one thread; each --run sets its own below
 from tests import in_process  # noqa: E402
 from course_utils.runtime import machine_record  # noqa: E402
 from tests.lab_tables import table  # noqa: E402
@@ -43,14 +44,15 @@ def environment():
 
 
 # ----------------------------------------------------------------------------- grading
-def grading_verdicts(lab):
+def grading_verdicts(lab, students=None):
     """{student: {check cell: [visible part passed, full points]}} of every check cell of the lab, for
-    the solution and for each mistake and variant of its table (tests/in_process.py runs them)."""
+    the solution and for each mistake and variant of its table (tests/in_process.py runs them), or only
+    for the ``students`` named (e.g. ["solution"])."""
     full, t = table(lab).auto_marks(), table(lab)
     cases = {"solution": None, **{m.student: {row.solution: list(m.edits)} for row, m in t.mistakes() + t.variants()}}
     return {student: {gid: [bool(in_process.VISIBLE_PASSED.search(out)), points == full[gid]]
                       for gid, (points, out) in in_process.scores(lab, edits).items()}
-            for student, edits in cases.items()}
+            for student, edits in cases.items() if students is None or student in students}
 
 
 # ----------------------------------------------------------------------------- science and reference
@@ -101,16 +103,36 @@ def tolerances_scaled(factor, floats_only=False):
         checks._close = close
 
 
+def run_spec(text):
+    """"4=grading,science" -> (4, ("grading", "science"))."""
+    threads, _, parts = text.partition("=")
+    parts = tuple(parts.split(",")) if parts else PARTS
+    if not threads.isdigit() or int(threads) < 1 or not set(parts) <= set(PARTS):
+        raise argparse.ArgumentTypeError(f"{text!r}: THREADS=PART,PART with PART among {', '.join(PARTS)}")
+    return int(threads), parts
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--only", nargs="*", choices=PARTS, default=list(PARTS))
+    parser.add_argument("--run", nargs="+", type=run_spec, default=[(1, PARTS)], metavar="THREADS=PARTS",
+                        help="thread count and the parts computed with it (default 1=" + ",".join(PARTS) + ")")
     parser.add_argument("--tolerance-scale", type=float, default=1.0,
                         help="multiply every check's tolerance (the control: 0.01 must change a verdict)")
     args = parser.parse_args(argv)
-    torch.set_num_threads(int(os.environ.get("COURSE_THREADS", "1")))
-    with tolerances_scaled(args.tolerance_scale):
-        result = verdicts(args.only)
+    import random
+
+    import numpy as np
+    start = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    result = {}
+    for threads, parts in args.run:
+        random.setstate(start[0])
+        np.random.set_state(start[1])
+        torch.set_rng_state(start[2])
+        in_process.reference.cache_clear()            # the lab's namespace, loaded again with these threads
+        torch.set_num_threads(threads)
+        with tolerances_scaled(args.tolerance_scale):
+            result[str(threads)] = verdicts(parts)
     args.out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
 
 
