@@ -167,7 +167,7 @@ class TrainingCurves(View):
         self.runs, self.configs, self.title, self.answers_to = runs, dict(configs), title, answers_to
 
     def _prepare(self):
-        self.results = {label: self.runs.run(cfg) for label, cfg in self.configs.items()}
+        self.results = dict(zip(self.configs, self.runs.run_all(list(self.configs.values()))))
         self.histories = {label: hist for label, (_, hist) in self.results.items()}
         self.targets = {label: cfg.target_kl for label, cfg in self.configs.items() if cfg.target_kl is not None}
         self.answers = {}
@@ -439,7 +439,8 @@ class SampleExplorer(View):
 
     def _prepare(self):
         rm, rm_offset = self.runs.reward()
-        models = {"SFT": self.runs.sft, **{label: self.runs.run(cfg)[0] for label, cfg in self.configs.items()}}
+        trained = self.runs.run_all(list(self.configs.values()))
+        models = {"SFT": self.runs.sft, **{label: policy for label, (policy, _) in zip(self.configs, trained)}}
         self.prompts, _ = make_batch(self.n_show, random.Random(self.seed))
         self.tree = tree = ResponseTree.build(self.prompts)
         reward = complete_only(tree.rm_rewards(rm, rm_offset))                 # (P, N)
@@ -537,11 +538,12 @@ class HealthSignals(View):
         self.runs, self.configs = runs, dict(configs)
 
     def _prepare(self):
-        self.histories = {label: self.runs.run(cfg)[1] for label, cfg in self.configs.items()}
+        trained = dict(zip(self.configs, self.runs.run_all(list(self.configs.values()))))
+        self.histories = {label: hist for label, (_, hist) in trained.items()}
         tree = ResponseTree.build()
         self.entropy = {"SFT model": exact_entropy(tree, self.runs.sft)}
-        for label, cfg in self.configs.items():
-            self.entropy[label] = exact_entropy(tree, self.runs.run(cfg)[0])
+        for label, (policy, _) in trained.items():
+            self.entropy[label] = exact_entropy(tree, policy)
 
     def figure(self, window=5):
         fig = PngFigure(figsize=(13, 3.4), dpi=72, layout="constrained")
