@@ -20,7 +20,7 @@ the reward model's world (data sizes, seeds) is ``course_utils.world``'s.
 
 import dataclasses
 
-from course_utils.views.explore import Unfinished
+from course_utils.explore import Unfinished
 from course_utils.evaluation import METRICS
 from course_utils.parallel import run_all
 from course_utils.world import make_world

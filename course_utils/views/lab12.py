@@ -14,18 +14,17 @@ re-draw cached numbers, fast enough to follow the mouse (a benchmark times them)
     explorer.update(0.1)            # -> PNG bytes of the six panels for beta = 0.1
 """
 
-import json
 import random
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from course_utils.evaluation import METRICS, gold_order_agreement
+from course_utils.evaluation import METRICS, exact_entropy, gold_order_agreement, last_third
 from course_utils.labeler import ranked_data
 from course_utils.response_tree import FEATURES, ResponseTree, complete_only, response_probs
 from course_utils.runs import SWEEP_BETAS, RunCache
+from course_utils.reference_curves import REFERENCE_PATH, load_reference_curves
 from course_utils.runtime import progress
 from course_utils.tinylm import DIGITS, TOKENS, decode_responses, make_batch, sample
 from course_utils.views.base import FastFigure, PngFigure, View, log_axis, palette, series, show_slider
@@ -33,8 +32,6 @@ from course_utils.views.optimum import OptimumComparison, OptimumSlider
 from course_utils.views.critic import CriticView
 from course_utils.views.length import LossWeights
 from course_utils.world import N_OFFSET
-
-REFERENCE_PATH = Path(__file__).resolve().parents[1] / "data" / "lab12_reference_curves.json"
 
 # how the panels show each of METRICS: (title, y-limits or None for automatic)
 PANELS = {
@@ -54,12 +51,6 @@ def smooth(values, window=5):
     i = np.arange(len(v))
     start = np.maximum(i - window + 1, 0)
     return (c[i + 1] - c[start]) / (i + 1 - start)
-
-
-def last_third(hist, key):
-    """Mean of ``hist[key]`` over the last third of the iterations: where a run has settled."""
-    values = hist[key][-(len(hist[key]) // 3 or 1):]
-    return sum(values) / len(values)
 
 
 def run_summary(label, hist):
@@ -307,17 +298,7 @@ class OverOptimization(View):
         display(plot_overoptimization(self.sweep))
 
 
-# ----------------------------------------------------------------------------- reference curves
-def load_reference_curves(path=REFERENCE_PATH):
-    """The course's reference sweep (data only): {"meta": {...}, "runs": {beta: [history per seed]}}
-    with float keys; None if the file is missing."""
-    path = Path(path)
-    if not path.exists():
-        return None
-    raw = json.loads(path.read_text())
-    return {"meta": raw["meta"], "runs": {float(b): runs for b, runs in raw["runs"].items()}}
-
-
+# ----------------------------------------------------------------------------- Experiment 5: the sweep
 class CurveExplorer(View):
     """Experiment 5: a beta slider over the sweep (SWEEP_BETAS): your run (solid) and the reference
     runs (dashed: the same seed; dotted: other seeds) in the six panels. ``update(beta)`` re-draws
@@ -511,25 +492,14 @@ class SampleExplorer(View):
         self.widget = show_slider(self, slider, "temperature")
 
 
-__all__ = ["METRICS", "PANELS", "SWEEP_BETAS", "RunCache", "progress", "smooth", "last_third",
+__all__ = ["METRICS", "PANELS", "SWEEP_BETAS", "RunCache", "progress", "smooth",
            "run_summary", "plot_rm_fit", "plot_curves", "plot_controller", "plot_overoptimization",
-           "load_reference_curves", "LabelerExamples", "RewardModelFit", "RewardOffset", "TrainingCurves",
+           "LabelerExamples", "RewardModelFit", "RewardOffset", "TrainingCurves",
            "CurveExplorer", "OverOptimization", "SampleExplorer", "OptimumComparison", "OptimumSlider",
            "CriticView", "LossWeights"]
 
 
 # ----------------------------------------------------------------------------- health signals
-def exact_entropy(tree, model):
-    """Mean over the tree's prompts of the entropy of pi(y | x) over whole responses, in nats (exact)."""
-    from course_utils.response_tree import expectation, path_logprobs
-
-    with torch.no_grad():
-        logp = tree.logprobs(model)
-        probs = response_probs(logp)
-        logs = [torch.where(p > 0, lp, torch.zeros_like(lp)) for p, lp in zip(probs, path_logprobs(logp))]
-        return float(-expectation(probs, logs).mean())
-
-
 class HealthSignals(View):
     """PPO's health signals per iteration for a few runs, {label: RLHFConfig}: the clip fraction, the
     value loss and the KL to the SFT model (as ``train_rlhf`` logs them), and the exact entropy of each
