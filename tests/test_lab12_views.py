@@ -468,3 +468,18 @@ def test_critic_view_waits_for_unfinished_parts(capsys, lab12):
         views.CriticView(cache_of(lambda cfg: fake_history()), lab12["RLHFConfig"](), lab12["kl_penalized_rewards"],
                          unfinished, lab12["ppo_rlhf_loss"]).show()
     assert "Finish Tasks 3, 4 and 5 first" in capsys.readouterr().out
+
+
+def test_the_reference_pass_is_shared_until_the_weights_change():
+    from course_utils.response_tree import ResponseTree
+    from course_utils.views.optimum import reference_logprobs
+
+    model, tree = load_sft(), ResponseTree.build(["7+5="])
+    first = reference_logprobs(tree, model)
+    assert reference_logprobs(tree, model) is first                        # shared: no second pass
+    assert all(torch.equal(a, b) for a, b in zip(first, tree.logprobs(model)))
+    assert reference_logprobs(ResponseTree.build(["1+1="]), model) is not first    # another tree
+    with torch.no_grad():
+        next(model.parameters()).add_(0.01)                                 # new weights: computed again
+    again = reference_logprobs(ResponseTree.build(["7+5="]), model)
+    assert again is not first and not all(torch.equal(a, b) for a, b in zip(first, again))
