@@ -227,7 +227,7 @@ def bench_exact(report, repeats, ctx):
 # have drawn figures by then (Lab 11's setup cells draw one), so the set-up imports it too.
 LAB12_SETUP = """
 import matplotlib.figure
-from course_utils.views.lab12 import load_reference_curves
+from course_utils.reference_curves import load_reference_curves
 runs.fit_reward_model(train_reward_model)
 _reference = load_reference_curves()["runs"]
 runs.use(lambda sft, rm, rm_offset, cfg: (sft, _reference[cfg.beta][0]))

@@ -25,7 +25,7 @@ from course_utils.evaluation import METRICS  # noqa: E402
 from course_utils.runtime import machine_record  # noqa: E402
 from course_utils.runs import SWEEP_BETAS, RunCache  # noqa: E402
 from course_utils.tinylm import load_sft  # noqa: E402
-from course_utils.views.lab12 import REFERENCE_PATH  # noqa: E402
+from course_utils.reference_curves import REFERENCE_PATH  # noqa: E402
 
 SEEDS = [0, 1, 2]                        # PPO seeds; 0 is the seed of the notebook's runs
 KEYS = list(METRICS) + ["beta"]

@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from course_utils.views.explore import Unfinished, needs   # noqa: F401 -- the notebooks import needs from here
+from course_utils.explore import Unfinished, needs   # noqa: F401 -- the notebooks import needs from here
 
 # bound at import time: later monkeypatching of the public names does not reach these
 _asarray = np.asarray

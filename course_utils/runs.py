@@ -4,10 +4,13 @@
     runs.fit_reward_model(train_reward_model)     # Part A: the RM and its offset (forgets old runs)
     runs.use(train_rlhf)                          # Part B: the training loop (forgets old runs)
     policy, history = runs.run(RLHFConfig(beta=0.0))      # trained once, then from the cache
+    results = runs.run_all([RLHFConfig(), RLHFConfig(beta=0.0)])   # the new ones side by side
     sweep = runs.sweep(RLHFConfig())              # {beta: (policy, history)} over SWEEP_BETAS
 
 The lab's own functions do the work; this module only remembers their results, so re-drawing a
-plot never re-trains. What waits for an unfinished part raises ``checks.Unfinished``, which the
+plot never re-trains. Runs not trained yet that a cell needs together (``run_all``, ``sweep``) train
+side by side, one process each, on the laptop's cores (``course_utils.parallel``: the same results
+as one after another; serial while grading). What waits for an unfinished part raises ``checks.Unfinished``, which the
 notebook's ``needs(...)`` turns into "Finish ... first".
 
 The sweep every consumer of the runs shares (views, benchmarks, reference curves) is here:
@@ -17,9 +20,9 @@ the reward model's world (data sizes, seeds) is ``course_utils.world``'s.
 
 import dataclasses
 
-from course_utils.views.explore import Unfinished
+from course_utils.explore import Unfinished
 from course_utils.evaluation import METRICS
-from course_utils.runtime import progress
+from course_utils.parallel import run_all
 from course_utils.world import make_world
 
 SWEEP_BETAS = (0.0, 0.05, 0.07, 0.1, 0.2)                        # the beta sweep of Experiments 5, 6, 8
@@ -68,17 +71,26 @@ class RunCache:
         rm, rm_offset = self.reward()
         if self.train_fn is None:
             raise RuntimeError("no training loop yet: run the cell with runs.use(train_rlhf) first")
-        k = self.key(cfg)
-        if k not in self.runs:
-            self.runs[k] = self.train_fn(self.sft, rm, rm_offset, cfg)
-        return self.runs[k]
+        return self.run_all([cfg])[0]
 
-    def sweep(self, base_cfg, betas=SWEEP_BETAS):
-        """{beta: (policy, history)}: ``base_cfg`` at each beta, with a progress bar over the runs."""
-        self.reward()
-        cfgs = {b: dataclasses.replace(base_cfg, beta=b) for b in betas}
-        todo = sum(self.key(c) not in self.runs for c in cfgs.values())
-        return {b: self.run(c) for b, c in progress(cfgs.items(), desc=f"{todo} new PPO runs", leave=True)}
+    def run_all(self, cfgs, workers=None):
+        """[(policy, history)] of each configuration of ``cfgs``: the ones not trained yet are trained
+        side by side (``parallel.run_all``, up to ``workers`` processes), each with its progress bar."""
+        rm, rm_offset = self.reward()
+        if self.train_fn is None:
+            raise RuntimeError("no training loop yet: run the cell with runs.use(train_rlhf) first")
+        todo = list({self.key(c): c for c in cfgs if self.key(c) not in self.runs}.values())
+
+        def keep(i, result):
+            self.runs[self.key(todo[i])] = result
+
+        run_all(self.train_fn, [(self.sft, rm, rm_offset, c) for c in todo], workers=workers, on_result=keep)
+        return [self.runs[self.key(c)] for c in cfgs]
+
+    def sweep(self, base_cfg, betas=SWEEP_BETAS, workers=None):
+        """{beta: (policy, history)}: ``base_cfg`` at each beta (``run_all``)."""
+        cfgs = [dataclasses.replace(base_cfg, beta=b) for b in betas]
+        return dict(zip(betas, self.run_all(cfgs, workers)))
 
 
 __all__ = ["METRICS", "SWEEP_BETAS", "RunCache"]

@@ -16,6 +16,21 @@ def _in_kernel():
     return shell is not None and "ipykernel" in sys.modules
 
 
+def bars_here():
+    """True where progress bars are drawn: a Jupyter kernel, not grading."""
+    return not grading() and _in_kernel()
+
+
+_relay = None           # in a child process of course_utils.parallel: where each step is sent
+
+
+def relay_progress(send):
+    """In a child process of ``course_utils.parallel``: ``progress`` draws no bar but calls
+    ``send(desc, total, steps done)`` after each step (the parent draws the bar)."""
+    global _relay
+    _relay = send
+
+
 def progress(iterable, desc=None, total=None, leave=False):
     """A tqdm progress bar in a Jupyter kernel; the plain iterable elsewhere and while grading
     (scripts and the grader see no output at all).
@@ -23,10 +38,12 @@ def progress(iterable, desc=None, total=None, leave=False):
     The bar appears once the loop's first step has run: a loop whose first step fails (an unfinished
     task raising NotImplementedError, which ``needs`` turns into "Finish ... first") leaves no red
     bar stuck at 0% above that line."""
-    if grading() or not _in_kernel():
-        return iterable
     if total is None and hasattr(iterable, "__len__"):
         total = len(iterable)
+    if _relay is not None:
+        return _relayed(iterable, desc, total, _relay)
+    if not bars_here():
+        return iterable
     return _bar_after_first_step(iter(iterable), desc, total, leave)
 
 
@@ -38,6 +55,12 @@ def _bar_after_first_step(items, desc, total, leave):
         return
     from tqdm.auto import tqdm
     yield from tqdm(items, desc=desc, total=total, initial=1, leave=leave)
+
+
+def _relayed(iterable, desc, total, send):
+    for n, item in enumerate(iterable, 1):
+        yield item
+        send(desc, total, n)
 
 
 def machine_record():
@@ -61,4 +84,4 @@ def _cpu_name():
     return platform.processor() or "unknown"
 
 
-__all__ = ["grading", "progress", "machine_record"]
+__all__ = ["grading", "bars_here", "progress", "relay_progress", "machine_record"]

@@ -14,9 +14,11 @@ import numpy as np
 import pytest
 import torch
 
+from course_utils import parallel
 from course_utils.checks import needs
 from course_utils.prefs import DigitRM
-from course_utils.evaluation import METRICS, sft_offset
+from course_utils.evaluation import METRICS, exact_entropy, last_third, sft_offset
+from course_utils.reference_curves import REFERENCE_PATH, load_reference_curves
 from course_utils.runs import SWEEP_BETAS, RunCache
 from course_utils.world import N_OFFSET, N_PROMPTS, NOTEBOOK
 from course_utils.runtime import grading
@@ -26,6 +28,13 @@ from benchmarks.bench import SLIDER_MOVE_BUDGET_MS
 
 
 PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(autouse=True)
+def one_worker(monkeypatch):
+    """The stand-ins for train_rlhf here record their calls in this process: runs one after another
+    (side by side, the same runs: tests/test_parallel_runs.py)."""
+    monkeypatch.setenv(parallel.ENV, "1")
 
 
 def fake_history(n=30, drift=0.0, seed=0):
@@ -82,7 +91,7 @@ def test_smooth_is_a_trailing_mean():
 
 def test_last_third_and_summary():
     hist = fake_history(n=30, drift=1.0)
-    assert views.last_third(hist, "gold") == pytest.approx(np.mean(hist["gold"][-10:]))
+    assert last_third(hist, "gold") == pytest.approx(np.mean(hist["gold"][-10:]))
     line = views.run_summary("beta = 0", hist)
     assert line.startswith("beta = 0: gold +0.70 -> ") and "accuracy 0.80 -> " in line and "KL" in line
 
@@ -190,13 +199,13 @@ def test_sft_offset_centres_sft_scores():
 # ----------------------------------------------------------------------------- reference curves
 @pytest.fixture(scope="module")
 def reference():
-    ref = views.load_reference_curves()
-    assert ref is not None, f"{views.REFERENCE_PATH} is missing: run python -m benchmarks.make_reference_curves"
+    ref = load_reference_curves()
+    assert ref is not None, f"{REFERENCE_PATH} is missing: run python -m benchmarks.make_reference_curves"
     return ref
 
 
 def test_reference_curves_are_data_for_the_notebook_sweep(reference):
-    raw = json.loads(views.REFERENCE_PATH.read_text())       # plain JSON: numbers, no code
+    raw = json.loads(REFERENCE_PATH.read_text())       # plain JSON: numbers, no code
     assert set(raw) == {"meta", "runs"}
     assert sorted(reference["runs"]) == sorted(SWEEP_BETAS)
     for beta, runs in reference["runs"].items():
@@ -322,7 +331,7 @@ def test_exact_entropy_of_the_sft_model_matches_sampling():
     from course_utils.tinylm import load_sft, sample, sequence_logprobs
 
     sft = load_sft()
-    exact = views.exact_entropy(ResponseTree.build(), sft)
+    exact = exact_entropy(ResponseTree.build(), sft)
     prompts = [f"{a}+{b}=" for a in range(10) for b in range(10)] * 40
     out = sample(sft, prompts, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
@@ -377,7 +386,7 @@ def test_exact_policy_values_match_monte_carlo():
     from course_utils.response_tree import ResponseTree
     from course_utils.reward_model import digit_counts
     from course_utils.tinylm import PROMPT_LEN, sample, sequence_logprobs
-    from course_utils.views.critic import policy_values
+    from course_utils.policy_evaluation import policy_values
 
     sft = load_sft()
     policy, rm, offset, beta, n = _perturbed(sft), rm_of_digits(), 0.4, 0.1, 20000
@@ -402,7 +411,7 @@ def test_exact_policy_values_match_monte_carlo():
 def test_at_the_optimum_the_policy_value_is_the_soft_value():
     from course_utils.response_tree import ResponseTree
     from course_utils.tree_optimum import soft_values
-    from course_utils.views.critic import policy_values
+    from course_utils.policy_evaluation import policy_values
 
     tree = ResponseTree.build(["7+5=", "0+0=", "9+9="])
     ref, rewards = tree.logprobs(load_sft()), tree.rm_rewards(rm_of_digits(), 0.4)
@@ -459,3 +468,18 @@ def test_critic_view_waits_for_unfinished_parts(capsys, lab12):
         views.CriticView(cache_of(lambda cfg: fake_history()), lab12["RLHFConfig"](), lab12["kl_penalized_rewards"],
                          unfinished, lab12["ppo_rlhf_loss"]).show()
     assert "Finish Tasks 3, 4 and 5 first" in capsys.readouterr().out
+
+
+def test_the_reference_pass_is_shared_until_the_weights_change():
+    from course_utils.response_tree import ResponseTree
+    from course_utils.views.optimum import reference_logprobs
+
+    model, tree = load_sft(), ResponseTree.build(["7+5="])
+    first = reference_logprobs(tree, model)
+    assert reference_logprobs(tree, model) is first                        # shared: no second pass
+    assert all(torch.equal(a, b) for a, b in zip(first, tree.logprobs(model)))
+    assert reference_logprobs(ResponseTree.build(["1+1="]), model) is not first    # another tree
+    with torch.no_grad():
+        next(model.parameters()).add_(0.01)                                 # new weights: computed again
+    again = reference_logprobs(ResponseTree.build(["7+5="]), model)
+    assert again is not first and not all(torch.equal(a, b) for a, b in zip(first, again))

@@ -43,6 +43,7 @@ from pathlib import Path
 
 from traitlets import Integer, Unicode, default
 
+from course_utils import parallel
 from course_utils.kernel_client import SteadyKernelManager
 
 INSTALL = ("install bubblewrap (as root: `make sandbox-install`, or `apt-get install bubblewrap`; "
@@ -150,7 +151,8 @@ def bwrap_command(kernel_cmd, env, cwd, jail, limits, uid=None):
     settings.update(PATH=f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", HOME=home,
                     TMPDIR="/tmp", MPLCONFIGDIR="/tmp/matplotlib", IPYTHONDIR="/tmp/ipython",
                     JUPYTER_RUNTIME_DIR="/tmp/jupyter", XDG_CACHE_HOME="/tmp/cache",
-                    PYTHONDONTWRITEBYTECODE="1")
+                    PYTHONDONTWRITEBYTECODE="1",
+                    **{parallel.ENV: "1"})     # one worker: a graded kernel trains its runs one after another
     for name, value in settings.items():
         args += ["--setenv", name, value]
     readonly = [p for p in readonly_paths() if os.path.exists(p) or os.path.islink(p)]

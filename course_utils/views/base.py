@@ -6,7 +6,7 @@ The protocol. Every explore cell is
         views.BetaView(ref_first, ref_second, rewards, tilted_optimum, kl_objective).show()
 
 A view's constructor only keeps its arguments. ``show()`` does the work -- calls the student's
-functions (an unfinished one raises NotImplementedError, which ``needs`` of views/explore.py turns into one line),
+functions (an unfinished one raises NotImplementedError, which ``needs`` of course_utils/explore.py turns into one line),
 trains or enumerates what the view needs, draws -- and displays it; while nbgrader grades the
 notebook (``runtime.grading()``) it returns at once and prints nothing. ``prepare()`` does the work
 without displaying anything (tests, benchmarks). A slider view's ``update(value)`` returns the frame

@@ -1,28 +1,15 @@
 """Experiment 10 of Lab 12: PPO's learned critic and GAE(lambda) against the exact values of the toy.
 
-On the response tree (course_utils.response_tree) the value of a policy is not estimated but
-computed. For the KL-penalized return that train_rlhf optimizes, the reward of token a in state s
-is -beta * log(pi(a|s) / pi_ref(a|s)), plus r(y) when (s, a) completes the response y, so
-
-    Q^pi(s, a) = -beta * log(pi(a|s) / pi_ref(a|s)) + (r(s, a) if (s, a) is complete else V^pi(s * 12 + a))
-    V^pi(s)    = sum_a pi(a|s) Q^pi(s, a),        A^pi(s, a) = Q^pi(s, a) - V^pi(s)
-
-backwards from the leaves (``policy_values``). At the optimum pi* of the same beta, V^pi* is the
-soft value of course_utils.tree_optimum: a cross-check the view draws.
-
-The view fits a critic to a trained policy and compares, on that policy's own rollouts,
+On the response tree the value of a policy is not estimated but computed
+(course_utils.policy_evaluation: V^pi, Q^pi and A^pi of the KL-penalized return). The view fits a
+critic to a trained policy (course_utils.critic_fit, as train_rlhf fits its own) and compares, on
+that policy's own rollouts,
 
     the critic's V(x, y_<t)                 with V^pi at the same prefixes;
     GAE(lambda) from the lab's gae_per_token with Q^pi (returns) and A^pi (advantages) of the same
-    tokens, for lambda from 0 to 1 (a slider), with the critic and with V^pi itself.
+    tokens, for lambda from 0 to 1 (a slider), with the critic and with V^pi itself;
 
-train_rlhf keeps its critic to itself, so the critic here is fitted afresh the way train_rlhf fits
-its own: a new ValueModel of the SFT model, Adam at cfg.vf_lr, cfg.epochs full-batch steps on each
-batch of cfg.batch rollouts, targets the returns of the lab's gae_per_token (at cfg.lam) on the
-rewards of the lab's kl_penalized_rewards, loss the lab's ppo_rlhf_loss (whose policy part has no
-gradient here), gradients clipped at norm 1. What differs: the policy is the trained one, frozen; the
-clip applies to the critic's gradient alone (train_rlhf clips policy and critic together); and the
-critic sees FIT_ITERS batches, not cfg.iters, to keep the notebook's cell fast.
+and, at the optimum pi* of the same beta, V^pi* with the soft values of course_utils.tree_optimum.
 
     view = CriticView(runs, RLHFConfig(), kl_penalized_rewards, gae_per_token, ppo_rlhf_loss).prepare()
     view.update(0.5)        # PNG bytes: the four panels at lambda = 0.5
@@ -33,88 +20,17 @@ import random
 import numpy as np
 import torch
 
-from course_utils.ppo_helpers import ValueModel, masked_whiten
-from course_utils.response_tree import ALL_PROMPTS, DEPTHS, N_ACTIONS, N_CONT, ResponseTree, n_states
+from course_utils.critic_fit import FIT_ITERS, fit_critic
+from course_utils.policy_evaluation import at_tokens, policy_values, token_states
+from course_utils.response_tree import ALL_PROMPTS, ResponseTree
 from course_utils.reward_model import digit_counts
-from course_utils.tinylm import EOS, MAX_NEW, make_batch, sample, sequence_logprobs
+from course_utils.tinylm import MAX_NEW, sample, sequence_logprobs
 from course_utils.tree_optimum import soft_values
 from course_utils.views.base import MARKERS, FastFigure, PngFigure, View, palette, series, show_slider
 
 LAMBDAS = tuple(round(0.05 * i, 2) for i in range(21))        # the slider: 0, 0.05, ..., 1
-FIT_ITERS = 20          # batches the critic is fitted on (train_rlhf fits its own on cfg.iters = 120)
 N_EVAL = 1000           # rollouts of the trained policy the comparison is made on
 PROMPTS = ALL_PROMPTS[::5]      # their prompts: 20 of the 100 ("0+0=", "0+5=", "1+0=", ...), a tree each
-
-
-def policy_values(logp, ref_logp, rewards, beta):
-    """Exact V^pi and Q^pi of the KL-penalized return (module docstring) on the response tree.
-
-    Args:
-        logp, ref_logp: tree tensors (P, S_d, 13) of the policy and the reference;
-        rewards: tree tensors (P, S_d, 13), r(y) at complete responses; beta: the KL coefficient.
-    Returns:
-        (values, q): tree tensors (P, S_d) and (P, S_d, 13).
-    """
-    values, q = [None] * MAX_NEW, [None] * MAX_NEW
-    for d in reversed(DEPTHS):
-        q[d] = rewards[d] - beta * (logp[d] - ref_logp[d])
-        if d + 1 < MAX_NEW:                                       # a continuing token leads to V(child)
-            child = values[d + 1].view(q[d].shape[0], n_states(d), N_CONT)
-            q[d] = q[d] + torch.cat([child, child.new_zeros(*child.shape[:2], N_ACTIONS - N_CONT)], dim=-1)
-        values[d] = (logp[d].exp() * q[d]).sum(-1)
-    return values, q
-
-
-def token_states(out, rows):
-    """Where each response token of a rollout sits on the tree: (state, action), both (B, T) long.
-
-    rows: (B,) the tree's prompt row of each response. Token t of a response is chosen in the state of
-    depth t made of its first t tokens, s = sum_i y_i * 12**(t-1-i); its action is the token's column
-    (the token id, 12 for EOS). Padding gets state 0, action 0.
-    """
-    resp, mask = out["ids"][:, out["prompt_len"]:], out["mask"].bool()
-    action = torch.where(resp == EOS, N_CONT, resp).masked_fill(~mask, 0)
-    state = torch.zeros_like(action)
-    for t in range(1, resp.shape[1]):
-        state[:, t] = state[:, t - 1] * N_CONT + action[:, t - 1]
-    return state.masked_fill(~mask, 0), action
-
-
-def at_tokens(tree_tensors, rows, state, extra=None):
-    """Gather tree tensors at each token's depth t and state: (B, T) (and action ``extra`` if given)."""
-    cols = []
-    for t in range(state.shape[1]):
-        x = tree_tensors[t][rows, state[:, t]]
-        cols.append(x if extra is None else x.gather(-1, extra[:, t:t + 1])[:, 0])
-    return torch.stack(cols, dim=1)
-
-
-def fit_critic(policy, ref, rm, rm_offset, cfg, kl_penalized_rewards, gae_per_token, ppo_rlhf_loss,
-               iters=FIT_ITERS, seed=0):
-    """A fresh critic fitted to the frozen ``policy`` as train_rlhf fits its own (module docstring)."""
-    torch.manual_seed(seed)
-    gen = random.Random(seed)
-    critic = ValueModel(ref)
-    opt = torch.optim.Adam(critic.parameters(), lr=cfg.vf_lr)
-    for _ in range(iters):
-        prompts, _ = make_batch(cfg.batch, gen)
-        out = sample(policy, prompts)
-        mask = out["mask"]
-        values = critic(out)                    # the first step's forward; its values (a copy) feed GAE too
-        with torch.no_grad():
-            old_logp, ref_logp = sequence_logprobs(policy, out), sequence_logprobs(ref, out)
-            score = rm(digit_counts(out)) - rm_offset
-            rewards = kl_penalized_rewards(old_logp, ref_logp, score, mask, cfg.beta)
-            adv, ret = gae_per_token(rewards, values.detach().clone(), mask, 1.0, cfg.lam)
-            adv = masked_whiten(adv, mask)
-        for epoch in range(cfg.epochs):
-            values = values if epoch == 0 else critic(out)
-            loss, _ = ppo_rlhf_loss(old_logp, old_logp, values, adv, ret, mask, cfg.clip_eps, cfg.vf_coef)
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(list(critic.parameters()), 1.0)
-            opt.step()
-    return critic.eval()
 
 
 class CriticView(View):
@@ -278,4 +194,4 @@ def _diagonal(ax, x, y, pad=0.05):
     ax.set_ylim(lo, hi)
 
 
-__all__ = ["LAMBDAS", "policy_values", "token_states", "at_tokens", "fit_critic", "CriticView"]
+__all__ = ["LAMBDAS", "CriticView"]

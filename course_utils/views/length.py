@@ -44,7 +44,8 @@ class LossWeights(View):
         self.runs, self.configs, self.batch, self.seed = runs, dict(configs), batch, seed
 
     def _prepare(self):
-        policies = {"SFT model": self.runs.sft, **{k: self.runs.run(c)[0] for k, c in self.configs.items()}}
+        trained = self.runs.run_all(list(self.configs.values()))
+        policies = {"SFT model": self.runs.sft, **{k: policy for k, (policy, _) in zip(self.configs, trained)}}
         prompts, _ = make_batch(N_BATCHES * self.batch, random.Random(self.seed))
         gen = torch.Generator().manual_seed(self.seed)
         self.rows = {}

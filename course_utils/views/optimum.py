@@ -10,6 +10,7 @@ the optimum solved on that tree (course_utils.tree_optimum), no sampling. The vi
 """
 
 import math
+import weakref
 
 import numpy as np
 
@@ -24,6 +25,21 @@ BETA_ZERO = 1e-3    # beta = 0 (no KL penalty) is shown at this beta: its optimu
 def _decades(low, high):
     """The powers of ten from below ``low`` to above ``high``: a log axis's ticks."""
     return [10.0 ** e for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)]
+
+
+_REFERENCE = weakref.WeakKeyDictionary()      # {model: (what it was computed for, tree log-probs)}
+
+
+def reference_logprobs(tree, model):
+    """``tree.logprobs(model)`` of the reference (the SFT model), computed once per tree while the
+    model's weights stay as they are: the exact pass over every response to the 100 prompts (most of
+    a slider's first draw) is shared by the comparison and the slider of Experiment 8."""
+    params = list(model.parameters())
+    key = (tuple(tree.prompts), tuple(p.data_ptr() for p in params), tuple(p._version for p in params))
+    cached = _REFERENCE.get(model)
+    if cached is None or cached[0] != key:
+        cached = _REFERENCE[model] = (key, tree.logprobs(model))
+    return cached[1]
 
 
 def _policy(entry):
@@ -42,7 +58,7 @@ def compare_sweep(sweep, sft_model, rm, rm_offset, tree=None):
         ppo and opt (course_utils.tree_optimum.Stats; ppo.kl_to_opt = KL(pi_PPO || pi*)), sft (Stats).
     """
     tree = tree or ResponseTree.build()
-    ref = tree.logprobs(sft_model)
+    ref = reference_logprobs(tree, sft_model)
     rewards = tree.rm_rewards(rm, rm_offset)
     rows = []
     for beta in sorted(sweep):
@@ -150,7 +166,8 @@ class OptimumSlider(View):
     def _prepare(self):
         rm, rm_offset = self.runs.reward()
         self.tree = ResponseTree.build(self.prompts)
-        self.optimum = TiltedOptimum(self.tree, self.tree.logprobs(self.runs.sft), self.tree.rm_rewards(rm, rm_offset))
+        self.optimum = TiltedOptimum(self.tree, reference_logprobs(self.tree, self.runs.sft),
+                                     self.tree.rm_rewards(rm, rm_offset))
         self.seq_ref = self.optimum.seq_ref                                              # (P, N)
         self.p = self.tree.prompts.index(self.prompt)
         stats = [self.stats(b) for b in self.betas]
@@ -245,4 +262,5 @@ class OptimumSlider(View):
         self.widget = show_slider(self, slider, "beta")
 
 
-__all__ = ["compare_sweep", "print_sweep", "plot_sweep", "OptimumComparison", "OptimumSlider", "BETA_ZERO"]
+__all__ = ["compare_sweep", "print_sweep", "plot_sweep", "OptimumComparison", "OptimumSlider", "BETA_ZERO",
+           "reference_logprobs"]

@@ -1,4 +1,4 @@
-"""The protocol of an explore cell (see views/base.py): "not finished yet" as one line, not a traceback.
+"""The protocol of an explore cell (views/base.py shows one): "not finished yet" as one line, not a traceback.
 
     with needs("Task 4 (tilted_optimum)"):
         views.BetaView(...).show()
