@@ -42,7 +42,7 @@ def cohort(lab):
     return {
         "sol": st.solution(lab),
         "warnings": st.warnings_everywhere(lab),
-        "chatter": st.stderr_chatter(lab, row("gae_per_token")),
+        "chatter": st.stderr_chatter(lab, row({"lab12": "gae_per_token"}.get(lab, "dpo_loss"))),
     }
 
 
