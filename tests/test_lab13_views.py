@@ -3,12 +3,15 @@ without training: the SFT model and copies of it with one weight moved. The exac
 against facts independent of the code that computes them (a policy's distance to itself, a ranking by
 the gold score itself, a group of one response)."""
 
+import dataclasses
 import math
+import types
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from course_utils.lab13_runs import Lab13Runs
 from course_utils.referee import Referee
 from course_utils.tinylm import TOKENS, TinyLM, load_sft
 from course_utils.views import lab13 as V
@@ -95,21 +98,47 @@ def _png(fig):
     return png
 
 
-def test_views_draw_with_alt_text(referee, moved):
-    _png(V.plot_frontier(referee, {"A": (moved[0], 0.1), "B": (moved[1], 0.05)}))
-    epochs = [{"policy": m, "train_acc": 0.6, "held_acc": 0.6} for m in moved]
-    view = V.DPOEpochs(referee, epochs, 0.1, dpo_loss=reference_dpo_loss)
+@dataclasses.dataclass(frozen=True)
+class Cfg:
+    beta: float = 0.1
+    which: int = 0
+
+
+@pytest.fixture(scope="module")
+def runs(referee, moved):
+    """A Lab13Runs whose driver hands back one of the moved policies (``cfg.which``) instead of training."""
+    world = types.SimpleNamespace(sft=referee.sft, rm=None, rm_offset=None, ppo_curves=None)
+    runs = Lab13Runs(world)
+    runs._referee = referee
+    return runs
+
+
+def fixed(world, cfg, after=None):
+    policy = FIXED[cfg.which]
+    hist = {"after": [after(policy), after(policy)] if after else [], "train_acc": [0.6, 0.62], "held_acc": [0.6, 0.6]}
+    return policy, hist
+
+
+FIXED = []
+
+
+def test_views_draw_with_alt_text(runs, moved):
+    FIXED[:] = moved
+    _png(V.Frontier(runs, {"A": (fixed, Cfg(0.1, 0)), "B": (fixed, Cfg(0.05, 1))}).figure())
+    view = V.DPOEpochs(runs, fixed, Cfg(0.1, 1), dpo_loss=reference_dpo_loss)
     fig = view.figure()
     _png(fig)
     assert view.rows[0]["noise_free"] == pytest.approx(0.5) and "epoch 2" in fig.alt
-    cells = {(r, c): m for r, m in zip(("std", "mean"), moved) for c in ("loss", "reward")}
-    _png(V.GRPOGrid(referee, cells, 0.1).figure())
-    assert "E[L]" in V.LengthBias(referee, {"A": moved[0]}).table()
-    _png(V.plot_group_signal(referee, {"A": moved[0]}))
+    assert view.rows[1]["noise_free"] == view.rows[2]["noise_free"] != 0.5      # two snapshots of one policy
+    cells = {(r, c): (fixed, Cfg(0.1, k)) for k, r in enumerate(("std", "mean")) for c in ("loss", "reward")}
+    _png(V.GRPOGrid(runs, cells).figure())
+    assert "E[L]" in V.LengthBias(runs, {"A": (fixed, Cfg(0.1, 0))}).table()
+    _png(V.GroupSignal(runs, {"A": (fixed, Cfg(0.1, 0))}).figure())
 
 
-def test_beta_slider_draws_each_beta_its_own_frame(referee, moved):
-    view = V.BetaSlider(referee, {0.05: {"A": moved[0]}, 0.1: {"A": moved[0], "B": moved[1]}})
+def test_beta_slider_draws_each_beta_its_own_frame(runs, moved):
+    FIXED[:] = moved
+    view = V.BetaSlider(runs, {"A": (fixed, Cfg(0.1, 0)), "B": (fixed, Cfg(0.1, 1))}, betas=(0.05, 0.1))
     frames = {b: view.update(b) for b in (0.05, 0.1)}
     assert all(f[:4] == b"\x89PNG" for f in frames.values()) and frames[0.05] != frames[0.1]
     assert view.caption().startswith("beta = 0.1") and "pi*_RM" in view.alt()

@@ -2,19 +2,22 @@
 
 Every figure is exact (course_utils.referee: each policy enumerated over every response of the toy),
 except Lab 12's PPO, which is read from the course's reference runs (data, sampled figures). The views
-draw policies that the lab's own functions trained, and call the student's ``dpo_loss`` where they need
-DPO's implicit reward; nothing here trains or computes a loss:
+train with the lab's own drivers through a ``Lab13Runs`` (each run once, in ``prepare()``: nothing while
+nbgrader grades), and call the student's ``dpo_loss`` where they need DPO's implicit reward; nothing
+here computes a loss. A *spec* is a (driver, config) pair, e.g. ``(train_grpo, GRPOConfig(scale=False))``:
 
-    referee = Referee(world.sft, world.rm, world.rm_offset)
-    display(plot_frontier(referee, {"DPO": (dpo_policy, 0.1), "GRPO": (grpo_policy, 0.1)}))
-    views.DPOEpochs(referee, epochs, beta=0.1, dpo_loss=dpo_loss).show()   # epochs: [{"policy", "train_acc", "held_acc"}]
-    views.GRPOGrid(referee, cells, beta=0.1).show()                         # cells: {(row, column): policy}
-    views.LengthBias(referee, {"sequence": p1, "token": p2}).show()
-    display(plot_group_signal(referee, {"SFT model": sft, "GRPO": p}))
-    views.BetaSlider(referee, {beta: {"DPO": p, "GRPO": q}}).show()         # judged policies: milliseconds a frame
+    runs = Lab13Runs(world)
+    views.Frontier(runs, {"DPO": (train_dpo, DPOConfig()), "GRPO": (train_grpo, GRPOConfig())}).show()
+    views.DPOEpochs(runs, train_dpo, DPOConfig(), dpo_loss).show()
+    views.GRPOGrid(runs, {("std", "KL in the loss"): spec, ...}).show()      # a 2 x 2 of specs
+    views.LengthBias(runs, {"sequence": spec, "token": spec}).show()
+    views.GroupSignal(runs, {"GRPO": spec}).show()
+    views.BetaSlider(runs, {"DPO": spec, "GRPO": spec}, betas=(0.05, 0.1, 0.2)).show()
+
+The functions under them (``plot_frontier(referee, {label: (policy, beta)})``, ...) draw trained policies.
 """
 
-import math
+import dataclasses
 
 import numpy as np
 import torch
@@ -35,10 +38,11 @@ def _kl(x):
     return max(x, KL_FLOOR)
 
 
-def ppo_reference(path=REFERENCE_PATH):
+def ppo_reference(data=None):
     """Lab 12's reference PPO runs as points: [{"beta", "kl", "gold"}], each the mean over the PPO seeds
-    of the last third of the run (sampled figures: train_rlhf's KL estimate and gold). [] without the file."""
-    data = load_reference_curves(path)
+    of the last third of the run (sampled figures: train_rlhf's KL estimate and gold). ``data``: the runs
+    as ``load_reference_curves`` returns them (world.ppo_curves; default: read the file); [] if none."""
+    data = load_reference_curves(REFERENCE_PATH) if data is None else data
     if data is None:
         return []
     return [{"beta": beta, "kl": float(np.mean([last_third(h, "kl") for h in runs])),
@@ -63,7 +67,7 @@ def _gold_vs_kl_axes(ax, sft_gold):
     ax.set_ylabel("gold score")
 
 
-def plot_frontier(referee, points, reference=REFERENCE_PATH):
+def plot_frontier(referee, points, ppo_curves=None):
     """Gold against KL to the SFT model: the optima's curves over beta, Lab 12's PPO (reference runs,
     sampled) and each trained policy (exact); next to it, each policy's exact KL to both optima of its beta.
 
@@ -73,7 +77,7 @@ def plot_frontier(referee, points, reference=REFERENCE_PATH):
     ax, ax_kl = fig.subplots(1, 2, width_ratios=[1.5, 1])
     sft = referee.judge(referee.sft, 0.1)["rm"]
     _optimum_curves(ax, referee)
-    ppo = ppo_reference(reference)
+    ppo = ppo_reference(ppo_curves)
     if ppo:
         ax.plot([_kl(p["kl"]) for p in ppo], [p["gold"] for p in ppo], "o", mfc="none", color=palette()[2], ms=8,
                 label="Lab 12's PPO (reference runs, sampled)")
@@ -109,6 +113,35 @@ def plot_frontier(referee, points, reference=REFERENCE_PATH):
                f"({ppo_words or 'not found'}); the SFT model's gold is {sft['gold']:+.2f}. Markers: "
                + "; ".join(words) + ". Right: the same policies' exact KL to both optima (log scale).")
     return fig
+
+
+def _trained(runs, specs):
+    """{label: policy} of {label: (driver, cfg)}, each trained once by ``runs``."""
+    return {label: runs.policy(driver, cfg) for label, (driver, cfg) in specs.items()}
+
+
+class _FigureView(View):
+    """A view that shows one figure, ``figure()``."""
+
+    def display(self):
+        from IPython.display import display
+
+        display(self.figure())
+
+
+class Frontier(_FigureView):
+    """``plot_frontier`` of the policies that ``specs`` ({label: (driver, cfg)}) train, each at its cfg.beta."""
+
+    def __init__(self, runs, specs):
+        self.runs, self.specs = runs, dict(specs)
+
+    def _prepare(self):
+        policies = _trained(self.runs, self.specs)
+        self.points = {label: (policies[label], cfg.beta) for label, (_, cfg) in self.specs.items()}
+
+    def figure(self):
+        self.prepare()
+        return plot_frontier(self.runs.referee, self.points, getattr(self.runs.world, "ppo_curves", None))
 
 
 # ----------------------------------------------------------------------------- DPO
@@ -149,18 +182,36 @@ def gold_order_accuracy(referee, scores, chunk=10):
     return hits / total
 
 
-class DPOEpochs(View):
+class DPOEpochs(_FigureView):
     """DPO epoch by epoch: the exact gold score and KL to both optima, the pair accuracy of the implicit
     reward on the training and held-out pairs (from the driver's history), and, exact, against the
     labeler's noise-free order on pairs of SFT samples (through the student's ``dpo_loss``).
 
-    epochs: [{"policy": TinyLM, "train_acc": float, "held_acc": float}, ...] after each epoch.
+    ``train_dpo(world, cfg, after=...)`` is run once with a snapshot of the policy after each epoch (its
+    history's "after", "train_acc", "held_acc"). ``epochs_of(referee, epochs, beta, dpo_loss)`` draws given
+    snapshots: [{"policy", "train_acc", "held_acc"}, ...].
     """
 
-    def __init__(self, referee, epochs, beta, dpo_loss=None):
-        self.referee, self.epochs, self.beta, self.dpo_loss = referee, list(epochs), beta, dpo_loss
+    def __init__(self, runs, train_dpo, cfg, dpo_loss=None):
+        self.runs, self.train_dpo, self.cfg, self.dpo_loss = runs, train_dpo, cfg, dpo_loss
+        self.beta = cfg.beta
+
+    @classmethod
+    def epochs_of(cls, referee, epochs, beta, dpo_loss=None):
+        view = cls.__new__(cls)
+        view.referee, view.epochs, view.beta, view.dpo_loss = referee, list(epochs), beta, dpo_loss
+        view._judge()
+        view._prepared = True
+        return view
 
     def _prepare(self):
+        _, hist = self.runs.run(self.train_dpo, self.cfg, snapshots=True)
+        self.referee = self.runs.referee
+        self.epochs = [{"policy": p, "train_acc": a, "held_acc": b}
+                       for p, a, b in zip(hist["after"], hist["train_acc"], hist["held_acc"])]
+        self._judge()
+
+    def _judge(self):
         r = self.referee
         self.rows = []
         for e in [{"policy": r.sft}] + self.epochs:
@@ -201,6 +252,11 @@ class DPOEpochs(View):
                    + "; ".join(self._words(i, r) for i, r in enumerate(self.rows)) + ".")
         return fig
 
+    def table(self):
+        """The rows as text: what the figure shows, one line per epoch."""
+        self.prepare()
+        return "\n".join(self._words(i, r) for i, r in enumerate(self.rows))
+
     @staticmethod
     def _words(i, r):
         text = (f"epoch {i}: gold {r['gold']:+.3f}, KL to pi*_gold {r['kl_to_gold']:.2f}, to pi*_RM {r['kl_to_rm']:.2f}, "
@@ -210,24 +266,22 @@ class DPOEpochs(View):
                 text += f", {name} accuracy {r[key]:.3f}"
         return text
 
-    def display(self):
-        from IPython.display import display
-
-        display(self.figure())
-
 
 # ----------------------------------------------------------------------------- GRPO
-class GRPOGrid(View):
-    """A 2 x 2 of trained GRPO policies: each cell's exact KL to pi*_RM of beta, and its gold score.
+class GRPOGrid(_FigureView):
+    """A 2 x 2 of GRPO runs: each cell's exact KL to pi*_RM of its beta, and its gold score.
 
-    cells: {(row label, column label): policy}, e.g. {("std scaling", "KL in the loss"): policy, ...}.
+    cells: {(row label, column label): (driver, cfg)}, e.g. {("std scaling", "KL in the loss"): spec, ...},
+    every cfg at the same beta.
     """
 
-    def __init__(self, referee, cells, beta):
-        self.referee, self.cells, self.beta = referee, dict(cells), beta
+    def __init__(self, runs, cells):
+        self.runs, self.cells = runs, dict(cells)
+        self.beta = next(iter(self.cells.values()))[1].beta
 
     def _prepare(self):
-        self.figures = {k: self.referee.judge(p, self.beta)["rm"] for k, p in self.cells.items()}
+        policies = _trained(self.runs, self.cells)
+        self.figures = {k: self.runs.referee.judge(p, self.beta)["rm"] for k, p in policies.items()}
         self.rows = list(dict.fromkeys(r for r, _ in self.cells))
         self.cols = list(dict.fromkeys(c for _, c in self.cells))
 
@@ -254,23 +308,18 @@ class GRPOGrid(View):
             f"{r}, {c}: KL to pi*_RM {f['kl_to_opt']:.2f}, gold {f['gold']:+.2f}" for (r, c), f in self.figures.items()) + ".")
         return fig
 
-    def display(self):
-        from IPython.display import display
-
-        display(self.figure())
-
 
 class LengthBias(View):
     """Response lengths, exact: for the SFT model and each policy, P(L tokens) for L = 1..4, and how much
     a response of L tokens weighs in a token mean relative to a response mean, L / E[L] (a batch of many
     responses: each token weighs 1/N there, N = B E[L]; a response 1/B here)."""
 
-    def __init__(self, referee, policies):
-        self.referee, self.policies = referee, dict(policies)
+    def __init__(self, runs, specs):
+        self.runs, self.specs = runs, dict(specs)
 
     def _prepare(self):
-        self.dist = {"SFT model": self.referee.lengths(self.referee.sft),
-                     **{k: self.referee.lengths(p) for k, p in self.policies.items()}}
+        r = self.runs.referee
+        self.dist = {"SFT model": r.lengths(r.sft), **{k: r.lengths(p) for k, p in _trained(self.runs, self.specs).items()}}
         self.mean = {k: float((d * torch.arange(1, MAX_NEW + 1)).sum()) for k, d in self.dist.items()}
 
     def table(self):
@@ -327,20 +376,46 @@ def plot_group_signal(referee, policies, ks=(2, 3, 4, 6, 8, 12, 16)):
     return fig
 
 
+class GroupSignal(_FigureView):
+    """``plot_group_signal`` of the SFT model and of the policies ``specs`` ({label: (driver, cfg)}) train."""
+
+    def __init__(self, runs, specs, ks=(2, 3, 4, 6, 8, 12, 16)):
+        self.runs, self.specs, self.ks = runs, dict(specs), ks
+
+    def _prepare(self):
+        self.policies = {"SFT model": self.runs.world.sft, **_trained(self.runs, self.specs)}
+
+    def figure(self):
+        self.prepare()
+        return plot_group_signal(self.runs.referee, self.policies, self.ks)
+
+
 # ----------------------------------------------------------------------------- the slider
 class BetaSlider(View):
     """Every trained policy at one beta: where it ends on the gold-against-KL plane with the optima's
     curves, and its exact KL to both optima of that beta. ``update(beta)`` -> PNG bytes.
 
-    runs: {beta: {label: policy}}. Each policy is judged once (the referee keeps its log-probs): judge them
-    in an earlier cell (``plot_frontier``) and a frame costs tens of milliseconds.
+    specs: {label: (driver, cfg)}, run at each of ``betas`` (``dataclasses.replace(cfg, beta=...)``). Each
+    run is trained and judged once: show them in an earlier cell (``Frontier``) and a frame costs tens of
+    milliseconds. ``BetaSlider.of(referee, {beta: {label: policy}})`` draws given policies.
     """
 
-    def __init__(self, referee, runs, beta=None):
-        self.referee, self.runs = referee, {float(b): dict(r) for b, r in runs.items()}
-        self.beta = beta if beta is not None else sorted(self.runs)[len(self.runs) // 2]
+    def __init__(self, runs, specs, betas=(0.05, 0.1, 0.2), beta=None):
+        self.source, self.specs, self.betas = runs, dict(specs), tuple(float(b) for b in betas)
+        self.beta = float(beta) if beta is not None else self.betas[len(self.betas) // 2]
+
+    @classmethod
+    def of(cls, referee, policies, beta=None):
+        view = cls.__new__(cls)
+        view.referee, view.runs = referee, {float(b): dict(r) for b, r in policies.items()}
+        view.beta = float(beta) if beta is not None else sorted(view.runs)[len(view.runs) // 2]
+        return view
 
     def _prepare(self):
+        if not hasattr(self, "runs"):
+            self.referee = self.source.referee
+            self.runs = {b: {label: self.source.policy(driver, dataclasses.replace(cfg, beta=b))
+                             for label, (driver, cfg) in self.specs.items()} for b in self.betas}
         self.figures = {b: {k: self.referee.judge(p, b) for k, p in r.items()} for b, r in self.runs.items()}
         self.labels = list(dict.fromkeys(k for r in self.runs.values() for k in r))
         self.optima = {name: {b: self.referee.optimum(name, b).stats for b in self.runs} for name in ("rm", "gold")}
@@ -408,5 +483,5 @@ class BetaSlider(View):
         show_slider(self, slider, "beta")
 
 
-__all__ = ["CURVE_BETAS", "ppo_reference", "plot_frontier", "implicit_reward", "gold_order_accuracy", "DPOEpochs",
-           "GRPOGrid", "LengthBias", "no_signal", "plot_group_signal", "BetaSlider"]
+__all__ = ["CURVE_BETAS", "ppo_reference", "plot_frontier", "Frontier", "implicit_reward", "gold_order_accuracy",
+           "DPOEpochs", "GRPOGrid", "LengthBias", "no_signal", "plot_group_signal", "GroupSignal", "BetaSlider"]

@@ -1,0 +1,59 @@
+"""What Lab 13's experiments train, each run once, with the lab's own drivers, and their exact referee.
+
+    runs = Lab13Runs(world)                             # trains nothing, judges nothing yet
+    policy = runs.policy(train_dpo, DPOConfig(beta=0.1))            # trained once, then from the cache
+    policy, hist = runs.run(train_dpo, DPOConfig(beta=0.1), snapshots=True)   # hist["after"]: a copy per evaluation
+    runs.referee                                        # course_utils.referee.Referee of the world (built once)
+
+A driver is any ``driver(world, cfg, after=None) -> (policy, history)``, e.g. the lab's ``train_dpo`` and
+``train_grpo``; ``snapshots=True`` passes ``after`` a function that keeps a copy of the policy at each
+evaluation. Re-drawing a view never re-trains.
+"""
+
+import dataclasses
+
+from course_utils.referee import Referee
+from course_utils.tinylm import TinyLM
+
+
+def snapshot(policy):
+    """A frozen copy of a policy as it is now."""
+    clone = TinyLM()
+    clone.load_state_dict(policy.state_dict())
+    clone.requires_grad_(False)
+    return clone
+
+
+class Lab13Runs:
+    """The world, one run per (driver, configuration, snapshots), and the referee (built on first use)."""
+
+    def __init__(self, world):
+        self.world, self.runs, self._referee = world, {}, None
+
+    @property
+    def referee(self):
+        if self._referee is None:
+            self._referee = Referee(self.world.sft, self.world.rm, self.world.rm_offset)
+        return self._referee
+
+    @staticmethod
+    def key(driver, cfg, snapshots=False):
+        return (getattr(driver, "__qualname__", repr(driver)), tuple(sorted(dataclasses.asdict(cfg).items())), snapshots)
+
+    def run(self, driver, cfg, snapshots=False):
+        """(policy, history) of ``driver(world, cfg)``, trained on first use."""
+        k = self.key(driver, cfg, snapshots)
+        if k not in self.runs:
+            self.runs[k] = driver(self.world, cfg, after=snapshot) if snapshots else driver(self.world, cfg)
+        return self.runs[k]
+
+    def policy(self, driver, cfg):
+        """The trained policy of ``driver(world, cfg)`` (a run with snapshots serves too)."""
+        for snapshots in (False, True):
+            k = self.key(driver, cfg, snapshots)
+            if k in self.runs:
+                return self.runs[k][0]
+        return self.run(driver, cfg)[0]
+
+
+__all__ = ["snapshot", "Lab13Runs"]
