@@ -2,12 +2,12 @@
 
     runs = Lab13Runs(world)                             # trains nothing, judges nothing yet
     policy = runs.policy(train_dpo, DPOConfig(beta=0.1))            # trained once, then from the cache
-    policy, hist = runs.run(train_dpo, DPOConfig(beta=0.1), snapshots=True)   # hist["after"]: a copy per evaluation
+    policy, hist = runs.run(train_dpo, DPOConfig(beta=0.1))         # hist["after"]: a copy per evaluation
     runs.referee                                        # course_utils.referee.Referee of the world (built once)
 
 A driver is any ``driver(world, cfg, after=None) -> (policy, history)``, e.g. the lab's ``train_dpo`` and
-``train_grpo``; ``snapshots=True`` passes ``after`` a function that keeps a copy of the policy at each
-evaluation. Re-drawing a view never re-trains.
+``train_grpo``; ``after`` is passed a function that keeps a copy of the policy at each evaluation (a
+TinyLM is small). Re-drawing a view never re-trains.
 """
 
 import dataclasses
@@ -25,7 +25,7 @@ def snapshot(policy):
 
 
 class Lab13Runs:
-    """The world, one run per (driver, configuration, snapshots), and the referee (built on first use)."""
+    """The world, one run per (driver, configuration), and the referee (built on first use)."""
 
     def __init__(self, world):
         self.world, self.runs, self._referee = world, {}, None
@@ -37,22 +37,19 @@ class Lab13Runs:
         return self._referee
 
     @staticmethod
-    def key(driver, cfg, snapshots=False):
-        return (getattr(driver, "__qualname__", repr(driver)), tuple(sorted(dataclasses.asdict(cfg).items())), snapshots)
+    def key(driver, cfg):
+        return getattr(driver, "__qualname__", repr(driver)), tuple(sorted(dataclasses.asdict(cfg).items()))
 
-    def run(self, driver, cfg, snapshots=False):
-        """(policy, history) of ``driver(world, cfg)``, trained on first use."""
-        k = self.key(driver, cfg, snapshots)
+    def run(self, driver, cfg):
+        """(policy, history) of ``driver(world, cfg, after=snapshot)``, trained on first use: history["after"]
+        holds a copy of the policy at each of the driver's evaluations (each epoch of DPO)."""
+        k = self.key(driver, cfg)
         if k not in self.runs:
-            self.runs[k] = driver(self.world, cfg, after=snapshot) if snapshots else driver(self.world, cfg)
+            self.runs[k] = driver(self.world, cfg, after=snapshot)
         return self.runs[k]
 
     def policy(self, driver, cfg):
-        """The trained policy of ``driver(world, cfg)`` (a run with snapshots serves too)."""
-        for snapshots in (False, True):
-            k = self.key(driver, cfg, snapshots)
-            if k in self.runs:
-                return self.runs[k][0]
+        """The trained policy of ``driver(world, cfg)``."""
         return self.run(driver, cfg)[0]
 
 

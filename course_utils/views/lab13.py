@@ -205,7 +205,7 @@ class DPOEpochs(_FigureView):
         return view
 
     def _prepare(self):
-        _, hist = self.runs.run(self.train_dpo, self.cfg, snapshots=True)
+        _, hist = self.runs.run(self.train_dpo, self.cfg)
         self.referee = self.runs.referee
         self.epochs = [{"policy": p, "train_acc": a, "held_acc": b}
                        for p, a, b in zip(hist["after"], hist["train_acc"], hist["held_acc"])]
