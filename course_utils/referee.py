@@ -44,7 +44,7 @@ class Referee:
         self.sft = sft
         self.ref = self.tree.logprobs(sft)
         self.rewards = {"rm": self.tree.rm_rewards(rm, rm_offset), "gold": gold_rewards(self.tree)}
-        self._optima, self._tilted, self._logp = {}, {}, {}
+        self._optima, self._tilted, self._logp, self._judged = {}, {}, {}, {}
 
     def optimum(self, name, beta):
         """The exact optimum ("rm" or "gold") at beta (tree_optimum.Optimum), solved once."""
@@ -64,8 +64,15 @@ class Referee:
         return self._logp[key][1]
 
     def judge(self, policy, beta):
-        """{"rm": figures, "gold": figures} of a policy at beta, each against that optimum (module docstring)."""
+        """{"rm": figures, "gold": figures} of a policy at beta, each against that optimum (module docstring).
+        Kept with the policy's log-probs: judging it again at the same beta (a slider's frame) is free."""
         logp = self.logp(policy)
+        key = (id(logp), beta)
+        if key not in self._judged:
+            self._judged[key] = (logp, self._judge(logp, beta))       # logp kept: its id stays its own
+        return self._judged[key][1]
+
+    def _judge(self, logp, beta):
         out = {}
         for name in OPTIMA:
             opt = self.optimum(name, beta)
