@@ -67,14 +67,18 @@ def _gold_vs_kl_axes(ax, sft_gold):
     ax.set_ylabel("gold score")
 
 
+def _with_beta(label, beta):
+    return label if "beta" in label else f"{label}, beta {beta:g}"
+
+
 def plot_frontier(referee, points, ppo_curves=None):
     """Gold against KL to the SFT model: the optima's curves over beta, Lab 12's PPO (reference runs,
     sampled) and each trained policy (exact); next to it, each policy's exact KL to both optima of its beta.
 
     points: {label: (policy, beta)}. Returns a PngFigure (``display(fig)``) with its alt text.
     """
-    fig = PngFigure(figsize=(13, 4.4), layout="constrained")
-    ax, ax_kl = fig.subplots(1, 2, width_ratios=[1.5, 1])
+    fig = PngFigure(figsize=(13, 4.8), layout="constrained")
+    ax, ax_kl = fig.subplots(1, 2, width_ratios=[1.4, 1])
     sft = referee.judge(referee.sft, 0.1)["rm"]
     _optimum_curves(ax, referee)
     ppo = ppo_reference(ppo_curves)
@@ -89,8 +93,8 @@ def plot_frontier(referee, points, ppo_curves=None):
         f = judged[label] = referee.judge(policy, beta)
         style = series(i + 3)
         ax.plot([_kl(f["rm"]["kl"])], [f["rm"]["gold"]], ls="none", marker=style["marker"], color=style["color"],
-                ms=9, label=f"{label} (beta {beta:g})")
-        words.append(f"{label} at beta {beta:g}: KL {f['rm']['kl']:.2f}, gold {f['rm']['gold']:+.2f}, "
+                ms=9, label=_with_beta(label, beta))
+        words.append(f"{_with_beta(label, beta)}: KL {f['rm']['kl']:.2f}, gold {f['rm']['gold']:+.2f}, "
                      f"KL to pi*_RM {f['rm']['kl_to_opt']:.2f}, to pi*_gold {f['gold']['kl_to_opt']:.2f}")
     _gold_vs_kl_axes(ax, sft["gold"])
     ax.legend(fontsize=7, loc="lower left")
@@ -101,7 +105,8 @@ def plot_frontier(referee, points, ppo_curves=None):
         ax_kl.bar(x + (k - 0.5) * 0.38, values, 0.38, hatch=hatch, edgecolor="white",
                   color=[series(i + 3)["color"] for i in range(len(points))],
                   label=r"to $\pi^*_{RM}$" if name == "rm" else r"to $\pi^*_{gold}$ (hatched)")
-    ax_kl.set_xticks(x, [f"{label}\n(beta {beta:g})" for label, (_, beta) in points.items()], fontsize=8)
+    ax_kl.set_xticks(x, [_with_beta(label, beta) for label, (_, beta) in points.items()], fontsize=7, rotation=30,
+                     ha="right")
     log_axis(ax_kl, "y", KL_TICKS)
     ax_kl.set_ylim(KL_FLOOR * 0.8, 150)
     ax_kl.set_ylabel(r"KL($\pi\,\|\,\pi^*$), nats per response")
