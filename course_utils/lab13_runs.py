@@ -10,18 +10,16 @@ A driver is any ``driver(world, cfg, after=None) -> (policy, history)``, e.g. th
 TinyLM is small). Re-drawing a view never re-trains.
 """
 
+import copy
 import dataclasses
 
 from course_utils.referee import Referee
-from course_utils.tinylm import TinyLM
 
 
 def snapshot(policy):
-    """A frozen copy of a policy as it is now."""
-    clone = TinyLM()
-    clone.load_state_dict(policy.state_dict())
-    clone.requires_grad_(False)
-    return clone
+    """A frozen copy of a policy as it is now. A copy, not a new TinyLM: making one draws its initial
+    weights from torch's random state, and a run that keeps snapshots must sample what one without does."""
+    return copy.deepcopy(policy).requires_grad_(False)
 
 
 class Lab13Runs:

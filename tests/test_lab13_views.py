@@ -148,3 +148,13 @@ def test_ppo_reference_points_come_from_the_shipped_runs():
     points = V.ppo_reference()
     assert [p["beta"] for p in points] == sorted(p["beta"] for p in points) and len(points) >= 4
     assert points[0]["kl"] > 10 > points[-1]["kl"], "beta 0 drifts tens of nats, beta 0.2 a fraction of one"
+
+
+def test_a_snapshot_leaves_the_random_state_alone(moved):
+    from course_utils.lab13_runs import snapshot
+    torch.manual_seed(0)
+    copy = snapshot(moved[0])
+    after = torch.rand(3)
+    torch.manual_seed(0)
+    assert torch.equal(after, torch.rand(3)), "a run that keeps snapshots must draw what a run without them draws"
+    assert torch.equal(copy.weights, moved[0].weights) and not copy.weights.requires_grad
