@@ -1,13 +1,13 @@
 """No function of course_utils does a lab task's job with a few lines of glue.
 
-A catalogue of "glue students": each implements one task of Lab 11 or Lab 12 as a few lines around a
+A catalogue of "glue students": each implements one task of Lab 11, 12 or 13 as a few lines around a
 course_utils function (or with a stand-in where the function wants a model), the way a student who
 hunts the package for shortcuts would. Each is run, in-process, against every check cell of its task
 in the instructor's notebook (visible and hidden checks), in the namespace of that notebook's own
 definitions (``course_staff.solutions.load_lab``). Every glue student must fail a check, or be
 refused (its helper rejects the stand-in); helpers deleted because they did a task's job are checked
 to stay absent (``DELETED``). The solution itself passes the
-same cells (the control that makes a failure mean something), and every task of both labs is in the
+same cells (the control that makes a failure mean something), and every task of every lab is in the
 catalogue: either with glue students or with the reason why none applies.
 
     python -m tests.test_package_solves_nothing      # prints the catalogue and each student's outcome
@@ -199,6 +199,32 @@ def bt_loss(r_chosen, r_rejected):
         "gae_per_token": "nothing in course_utils computes advantages: the critic (ValueModel) gives values only",
         "ppo_rlhf_loss": "course_utils offers the statistics PPO needs (masked_mean, masked_whiten), no ratio, "
                          "clipping or value loss",
+    },
+    "lab13": {
+        "dpo_loss": "nothing in course_utils computes a log-sigmoid of a margin: Lab 12's bt_loss is the student's "
+                    "own, and course_utils.lab13_world ships the pairs, never a loss on them",
+        "group_advantages": {
+            "ppo_helpers.masked_whiten of each group": '''
+from course_utils.ppo_helpers import masked_whiten
+def group_advantages(scores, scale=True, eps=1e-6):
+    centred = scores - scores.mean(1, keepdim=True)
+    if not scale:
+        return centred
+    return torch.stack([masked_whiten(row, torch.ones_like(row), eps) for row in scores])
+''',
+            "masked_whiten of each group, rescaled from the population std to the k - 1 one": '''
+from course_utils.ppo_helpers import masked_whiten
+def group_advantages(scores, scale=True, eps=1e-6):
+    centred = scores - scores.mean(1, keepdim=True)
+    if not scale:
+        return centred
+    k = scores.shape[1]
+    return torch.stack([masked_whiten(row, torch.ones_like(row), eps) for row in scores]) * ((k - 1) / k) ** 0.5
+''',
+        },
+        "grpo_loss": "course_utils offers masked_mean for the token mean, no ratio, clipping, k3 or per-response mean",
+        "grpo_iteration": "course_utils samples (sample) and scores (lab13_world's World.score) but holds no training "
+                          "loop: train_dpo and train_grpo are the notebook's given cells, calling the student's functions",
     },
 }
 
