@@ -1,12 +1,12 @@
 """The claims of Lab 13 (source/lab13/lab13.ipynb) as science experiments (see science.py), with the lab's
-reference solution (its train_grpo and train_grpo_kl_in_reward, through its grpo_iteration) from Lab 12's
+reference solution (its train_grpo, kl_in "loss" or "reward", through its grpo_iteration) from Lab 12's
 world of each seed, judged exactly on the response tree (course_utils.referee).
 
 grpo   GRPO's 2 x 2 at beta 0.1, against pi*_RM of that beta:
        drifts   GRPO as written in Task 4 (std scaling, k3 in the loss) ends many nats (>= 3) from pi*_RM.
-                Control: the KL in the score instead (train_grpo_kl_in_reward), the std scaling kept.
+                Control: the KL in the score instead (GRPOConfig.kl_in = "reward"), the std scaling kept.
        lands    with the KL in the score it lands within a quarter of a nat of pi*_RM, as PPO does
-                (beyond.optima.ppo_near_opt). Control: the same loop with no KL term (beta 0 in the score).
+                (beyond.optima.ppo_near_opt). Control: the same run with no KL term (beta 0 in the score).
        mean_only_lands   the same without the std scaling. Control: mean only, k3 in the loss.
        DPO's sentences are backed by beyond.dpo (the same algorithm, course_staff.beyond.methods).
 
@@ -44,22 +44,21 @@ def run_grpo(seed):
     ns = lab("lab13")
     w, referee = world(seed)
     base = dataclasses.replace(ns["GRPOConfig"](), beta=BETA, seed=seed, iters=short(ns["GRPOConfig"]().iters, least=10))
-    runs = {   # figure: (driver, config, inputs)
-        "given": (ns["train_grpo"], base, {"where the KL goes": "k3 in the loss", "beta of the KL term": BETA,
-                                           "std scaling": True}),
-        "reward": (ns["train_grpo_kl_in_reward"], base, {"where the KL goes": "the score", "beta of the KL term": BETA,
-                                                         "std scaling": True}),
-        "no_kl": (ns["train_grpo_kl_in_reward"], dataclasses.replace(base, beta=0.0),
+    train, reward = ns["train_grpo"], dataclasses.replace(base, kl_in="reward")
+    runs = {   # figure: (config, inputs)
+        "given": (base, {"where the KL goes": "k3 in the loss", "beta of the KL term": BETA, "std scaling": True}),
+        "reward": (reward, {"where the KL goes": "the score", "beta of the KL term": BETA, "std scaling": True}),
+        "no_kl": (dataclasses.replace(reward, beta=0.0),
                   {"where the KL goes": "the score", "beta of the KL term": 0.0, "std scaling": True}),
-        "mean_reward": (ns["train_grpo_kl_in_reward"], dataclasses.replace(base, scale=False),
+        "mean_reward": (dataclasses.replace(reward, scale=False),
                         {"where the KL goes": "the score", "beta of the KL term": BETA, "std scaling": False}),
-        "mean_loss": (ns["train_grpo"], dataclasses.replace(base, scale=False),
+        "mean_loss": (dataclasses.replace(base, scale=False),
                       {"where the KL goes": "k3 in the loss", "beta of the KL term": BETA, "std scaling": False}),
     }
     out = {"inputs": {}}
     with one_thread():
-        for name, (driver, cfg, inputs) in runs.items():
-            figures = referee.judge(driver(w, cfg)[0], BETA)["rm"]          # always against pi*_RM of beta 0.1
+        for name, (cfg, inputs) in runs.items():
+            figures = referee.judge(train(w, cfg)[0], BETA)["rm"]           # always against pi*_RM of beta 0.1
             out.update({f"{name}_kl_to_opt": figures["kl_to_opt"], f"{name}_gold": figures["gold"],
                         f"{name}_kl": figures["kl"]})
             out["inputs"][f"{name}_kl_to_opt"] = inputs
