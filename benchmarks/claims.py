@@ -32,7 +32,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 REPO = Path(__file__).resolve().parents[1]
-NOTEBOOKS = {"lab11": "source/lab11/lab11.ipynb", "lab12": "source/lab12/lab12.ipynb",
+NOTEBOOKS = {"lab11": "source/lab11/lab11.ipynb", "lab12": "source/lab12/lab12.ipynb", "lab13": "source/lab13/lab13.ipynb",
              "start": "notebooks/00_start_here.ipynb", "beyond": "notebooks/beyond_ppo.ipynb"}
 
 
@@ -231,6 +231,17 @@ CLAIMS = (
     C("lab12", "(the KL jump to several nats after one update, or the value loss more than ten times run A's over the "
       "first iterations)", H + "kl_jump", H + "value_loss"),
     C("lab12", "the entropies (B's lower than A's: less exploration)", H + "sharper"),
+    # ------------------------------------------------------------------ Lab 13
+    C("lab13", "GRPO with the KL in the reward lands next to $\\pi^*_{RM}$, as Lab 12's PPO does",
+      "lab13.grpo.lands", "beyond.optima.ppo_near_opt"),
+    C("lab13", "the policy walks off into the reward model's blind spot, many nats from $\\pi^*_{RM}$.",
+      "lab13.grpo.drifts"),
+    C("lab13", "The gold score falls after the first epoch, while the held-out accuracy moves by less than a point",
+      "beyond.dpo.overfit", "beyond.dpo.blind"),
+    C("lab13", "With the KL in the score, both cells land near $\\pi^*_{RM}$ (within a quarter of a nat), scaled or not",
+      "lab13.grpo.lands", "lab13.grpo.mean_only_lands"),
+    C("lab13", "With $k_3$ in the loss the policy as written in Task 4 ends many nats from $\\pi^*_{RM}$, and without "
+      "the std scaling it does not land near it either", "lab13.grpo.drifts", "lab13.grpo.mean_only_lands"),
     # ------------------------------------------------------------------ start here
     C("start", "a one-layer transformer of about 14 000 parameters", T + "test_tinylm_has_about_14000_parameters"),
     C("start", "So the SFT model adds well, but not perfectly.", "tests/test_sft.py::test_sft_adds_well_but_not_perfectly"),
@@ -261,8 +272,9 @@ CLAIMS = (
     C("beyond", "From the first epoch to the fourth, DPO's gold score falls while the accuracy on held-out pairs "
       "drifts by less than a point: the policy is fitting the labeler's noise.",
       "beyond.dpo.overfit", "beyond.dpo.blind"),
-    C("beyond", "so they barely see a fall of about 0.1 in the gold score, and early stopping on them would stop "
-      "almost anywhere; held-out rankings of a noise-free labeler do see it.", "beyond.dpo.overfit", "beyond.dpo.blind"),
+    C("beyond", "The held-out pairs barely see a fall of about 0.1 in the gold score, and early stopping on them would "
+      "stop almost anywhere; read from the start, the SFT model, the same pairs do move by more than a point: what "
+      "they can tell, DPO learns in its first epoch.", "beyond.dpo.overfit", "beyond.dpo.blind"),
     C("beyond", "At $\\beta = 0.05$ DPO is far above PPO at the same $\\beta$, where PPO hacks the reward model",
       "beyond.dpo.on_frontier"),
     C("beyond", "The penalty GRPO's gradient applies is the *other* KL.",
@@ -277,7 +289,6 @@ CLAIMS = (
       "in the reward; on the score's scale, the KL in the reward lands near $\\pi^*_{RM}$, and $k_3$ in the loss does "
       "not drift but does not land there either. The drift comes from the scale.",
       "beyond.grpo.reward_scaled_lands", "beyond.grpo.k3_scaled_stays"),
-    C("beyond", "$\\beta = 0.1$ and judges the result exactly (about 15 s).", MEASURED + "beyond.budget.ppo_and_judge_s"),
     C("beyond", "The two budgets come out alike", MEASURED + "beyond.budget.cpu_ratio"),
     C("beyond", "PPO sits near $\\pi^*_{RM}$ (within a quarter of a nat at $\\beta = 0.1$) and so inherits whatever "
       "$\\pi^*_{RM}$ does: at $\\beta = 0.05$ that is the hack.", "beyond.optima.ppo_near_opt", "beyond.optima.optimum_hacks"),

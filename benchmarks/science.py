@@ -48,7 +48,8 @@ from benchmarks import claims  # noqa: E402  -- the ledger of the notebooks' sen
 from benchmarks import criteria  # noqa: E402
 from benchmarks.criteria import Criterion, Experiment  # noqa: E402,F401  -- re-exported for the experiment modules' readers
 
-MODULES = ("benchmarks.science_lab11", "benchmarks.science_lab12", "benchmarks.science_beyond")   # each defines EXPERIMENTS (and may define MEASURED)
+MODULES = ("benchmarks.science_lab11", "benchmarks.science_lab12", "benchmarks.science_lab13",
+           "benchmarks.science_beyond")   # each defines EXPERIMENTS (and may define MEASURED)
 SEEDS = 5
 RESULTS = HERE / "results" / "science.json"
 SMOKE_SHORT = 4                          # a smoke run (tests/test_science.py) divides every run's length by this
@@ -227,7 +228,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="the labs' lessons over 5 seeds, each against a negative control")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes, one seed each (default 2)")
     parser.add_argument("--seeds", type=int, default=SEEDS, help=f"number of seeds (default {SEEDS})")
-    parser.add_argument("--only", nargs="*", help="experiments (or labs: lab11, lab12) to run")
+    parser.add_argument("--only", nargs="*", help="experiments (or labs: lab11, lab12, lab13) to run")
     parser.add_argument("--short", type=int, default=1, help="divide every run's length by this (smoke: 4)")
     parser.add_argument("--no-measure", action="store_true", help="skip the measurement lane (CPU-time figures)")
     parser.add_argument("--out", type=Path, help="where the raw figures go (default: results/science.json after a "

@@ -6,7 +6,7 @@ check cells and nowhere else, and the check's message must name the mistake (``s
 another correct formulation that must keep full marks (tests/test_mutants.py, tests/test_mistakes.py).
 """
 
-from tests.lab_tables import Lab, Mistake as M, task
+from tests.lab_tables import Lab, Mistake as M, Question, task
 
 
 def _v(name, body, first_line):
@@ -174,4 +174,8 @@ TABLE = Lab("lab13", tasks=(
            "    return dict(out=rollout, scores=sc, advantages=adv, old_logp=old, ref_logp=to_ref, losses=losses,\n"
            "                stats=stats)\n", "    k = cfg.k"),
     )),
+), questions=(
+    Question("answer_frontier"),
+    Question("answer_dpo_epochs"),
+    Question("answer_grpo"),
 ))

@@ -1,0 +1,83 @@
+"""The claims of Lab 13 (source/lab13/lab13.ipynb) as science experiments (see science.py), with the lab's
+reference solution (its train_grpo, kl_in "loss" or "reward", through its grpo_iteration) from Lab 12's
+world of each seed, judged exactly on the response tree (course_utils.referee).
+
+grpo   GRPO's 2 x 2 at beta 0.1, against pi*_RM of that beta:
+       drifts   GRPO as written in Task 4 (std scaling, k3 in the loss) ends many nats (>= 3) from pi*_RM.
+                Control: the KL in the score instead (GRPOConfig.kl_in = "reward"), the std scaling kept.
+       lands    with the KL in the score it lands within a quarter of a nat of pi*_RM, as PPO does
+                (beyond.optima.ppo_near_opt). Control: the same run with no KL term (beta 0 in the score).
+       mean_only_lands   the same without the std scaling. Control: mean only, k3 in the loss.
+       DPO's sentences are backed by beyond.dpo (the same algorithm, course_staff.beyond.methods).
+
+    run_grpo(seed) -> {figure: float, "inputs": {...}};  EXPERIMENTS for science.py
+
+Seed 0 is the lab's own world (Lab 12's notebook world, which Lab 13 loads as data); a seed costs
+five GRPO runs of 80 iterations and their exact judging, about 30 s of CPU.
+"""
+
+import dataclasses
+import functools
+import types
+
+from course_staff.beyond.methods import lab, make_world, one_thread
+from course_utils.referee import Referee
+from course_utils.reward_model import digit_counts
+
+from benchmarks.criteria import Criterion, Experiment, short
+
+BETA = 0.1                 # Lab 12's default beta, the lab's GRPOConfig's
+FAR = 3.0                  # "many nats": as beyond.grpo
+NEAR = 0.25                # "within a quarter of a nat": as PPO (beyond.optima.ppo_near_opt)
+
+
+@functools.lru_cache(maxsize=1)
+def world(seed):
+    """Lab 12's world of the seed as Lab 13 sees it (sft, rm, rm_offset, score(out)), and its referee."""
+    w = make_world(seed)
+    lab13 = types.SimpleNamespace(sft=w.sft, rm=w.rm, rm_offset=w.rm_offset,
+                                  score=lambda out: (w.rm(digit_counts(out)) - w.rm_offset).detach())
+    return lab13, Referee(w.sft, w.rm, w.rm_offset)
+
+
+def run_grpo(seed):
+    ns = lab("lab13")
+    w, referee = world(seed)
+    base = dataclasses.replace(ns["GRPOConfig"](), beta=BETA, seed=seed, iters=short(ns["GRPOConfig"]().iters, least=10))
+    train, reward = ns["train_grpo"], dataclasses.replace(base, kl_in="reward")
+    runs = {   # figure: (config, inputs)
+        "given": (base, {"where the KL goes": "k3 in the loss", "beta of the KL term": BETA, "std scaling": True}),
+        "reward": (reward, {"where the KL goes": "the score", "beta of the KL term": BETA, "std scaling": True}),
+        "no_kl": (dataclasses.replace(reward, beta=0.0),
+                  {"where the KL goes": "the score", "beta of the KL term": 0.0, "std scaling": True}),
+        "mean_reward": (dataclasses.replace(reward, scale=False),
+                        {"where the KL goes": "the score", "beta of the KL term": BETA, "std scaling": False}),
+        "mean_loss": (dataclasses.replace(base, scale=False),
+                      {"where the KL goes": "k3 in the loss", "beta of the KL term": BETA, "std scaling": False}),
+    }
+    out = {"inputs": {}}
+    with one_thread():
+        for name, (cfg, inputs) in runs.items():
+            figures = referee.judge(train(w, cfg)[0], BETA)["rm"]           # always against pi*_RM of beta 0.1
+            out.update({f"{name}_kl_to_opt": figures["kl_to_opt"], f"{name}_gold": figures["gold"],
+                        f"{name}_kl": figures["kl"]})
+            out["inputs"][f"{name}_kl_to_opt"] = inputs
+    return out
+
+
+GRPO = Experiment("lab13.grpo", run_grpo, criteria=(
+    # "ends many nats from pi*_RM": 3 nats or more
+    Criterion("drifts", f"GRPO as in Task 4 (std, k3 in the loss): KL(. || pi*_RM), beta {BETA:g}", "given_kl_to_opt",
+              FAR, mechanism="where the KL goes",
+              controls=(("the KL in the score instead (std kept)", "reward_kl_to_opt"),)),
+    # "lands within a quarter of a nat of pi*_RM"; without its KL term the same loop does not
+    Criterion("lands", f"GRPO, KL in the score (std): KL(. || pi*_RM), beta {BETA:g}", "reward_kl_to_opt", NEAR,
+              above=False, mechanism="beta of the KL term",
+              controls=(("no KL term (beta 0 in the score)", "no_kl_kl_to_opt"),)),
+    # "scaled or not": the mean-only cell lands too; with k3 in the loss, mean only, it does not
+    Criterion("mean_only_lands", f"GRPO, KL in the score, mean only: KL(. || pi*_RM), beta {BETA:g}",
+              "mean_reward_kl_to_opt", NEAR, above=False, mechanism="where the KL goes",
+              controls=(("mean only, k3 in the loss", "mean_loss_kl_to_opt"),)),
+))
+
+EXPERIMENTS = [GRPO]

@@ -1,0 +1,160 @@
+"""Lab 13's exact figures (course_utils.referee) and views (course_utils.views.lab13), on policies made
+without training: the SFT model and copies of it with one weight moved. The exact figures are checked
+against facts independent of the code that computes them (a policy's distance to itself, a ranking by
+the gold score itself, a group of one response)."""
+
+import dataclasses
+import math
+import types
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course_utils.lab13_runs import Lab13Runs
+from course_utils.referee import Referee
+from course_utils.tinylm import TOKENS, TinyLM, load_sft
+from course_utils.views import lab13 as V
+
+
+def reference_dpo_loss(logp_chosen, logp_rejected, ref_chosen, ref_rejected, beta):
+    """DPO's loss as Lab 13's contract states it (the test's own copy; the package holds none)."""
+    margins = beta * ((logp_chosen - ref_chosen) - (logp_rejected - ref_rejected))
+    return -F.logsigmoid(margins).mean(), margins
+
+
+def _counting_rm():
+    """A reward model that counts digits (every weight 1): enough for exact figures, no fitting."""
+    class Counting(torch.nn.Module):
+        def forward(self, counts):
+            return counts.sum(-1)
+    return Counting()
+
+
+@pytest.fixture(scope="module")
+def referee():
+    return Referee(load_sft(), _counting_rm(), 2.0)
+
+
+@pytest.fixture(scope="module")
+def moved():
+    """Two policies: copies of the SFT model with the output layer's bias of one token raised."""
+    out = []
+    for token, by in ((TOKENS.index("<eos>"), 2.0), (1, 1.5)):     # EOS up (shorter answers), the digit 1 up
+        m = TinyLM()
+        m.load_state_dict(load_sft().state_dict())
+        with torch.no_grad():
+            m.w()["head.bias"][token] += by                # a view of the model's one weight vector
+        out.append(m)
+    return out
+
+
+def test_judge_of_an_optimum_is_at_distance_0_from_it(referee):
+    opt = referee.optimum("gold", 0.1)
+    figures = referee.judge(opt.logp, 0.1)
+    assert abs(figures["gold"]["kl_to_opt"]) < 1e-9 and figures["rm"]["kl_to_opt"] > 0.01
+    sft = referee.judge(referee.sft, 0.1)["rm"]
+    assert abs(sft["kl"]) < 1e-12
+    assert math.isclose(sft["gap"], 0.1 * sft["kl_to_opt"], rel_tol=1e-6)
+
+
+def test_curve_agrees_with_the_exact_optimum(referee):
+    (point,) = referee.curve("rm", [0.2])
+    stats = referee.optimum("rm", 0.2).stats
+    assert math.isclose(point["gold"], stats.gold, abs_tol=1e-6) and math.isclose(point["kl"], stats.kl, abs_tol=1e-6)
+
+
+def test_lengths_sum_to_one_and_follow_eos(referee, moved):
+    sft, shorter = referee.lengths(referee.sft), referee.lengths(moved[0])
+    assert math.isclose(float(sft.sum()), 1.0, abs_tol=1e-9) and math.isclose(float(shorter.sum()), 1.0, abs_tol=1e-9)
+    mean = lambda d: float((d * torch.arange(1, 5)).sum())           # noqa: E731
+    assert mean(shorter) < mean(sft), "raising EOS's logit shortens the answers"
+
+
+def test_implicit_reward_is_beta_times_the_log_ratio_and_zero_at_the_reference(referee, moved):
+    zero = V.implicit_reward(reference_dpo_loss, referee.ref, referee.ref, 0.1)
+    assert zero.abs().max() == 0
+    assert V.gold_order_accuracy(referee, zero) == pytest.approx(0.5)      # every pair a tie
+    r = V.implicit_reward(reference_dpo_loss, referee.logp(moved[1]), referee.ref, 0.5)
+    seq = V.complete_only(V.path_logprobs(referee.logp(moved[1]))) - V.complete_only(V.path_logprobs(referee.ref))
+    assert torch.allclose(r, 0.5 * seq)
+
+
+def test_gold_order_accuracy_of_the_gold_score_itself_is_1(referee):
+    gold = V.complete_only(referee.tree.features)[..., 0]
+    assert V.gold_order_accuracy(referee, gold) == pytest.approx(1.0)
+    assert V.gold_order_accuracy(referee, -gold) == pytest.approx(0.0)
+
+
+def test_a_group_of_one_always_carries_no_signal(referee, moved):
+    zero = V.no_signal(referee, moved[0], [1, 2, 4])
+    for name in ("rm", "gold"):
+        assert zero[name][0] == pytest.approx(1.0) and zero[name][0] > zero[name][1] > zero[name][2]
+
+
+def _png(fig):
+    png = fig._repr_png_()
+    assert png[:4] == b"\x89PNG" and fig.alt and len(fig.alt) > 80
+    return png
+
+
+@dataclasses.dataclass(frozen=True)
+class Cfg:
+    beta: float = 0.1
+    which: int = 0
+
+
+@pytest.fixture(scope="module")
+def runs(referee, moved):
+    """A Lab13Runs whose driver hands back one of the moved policies (``cfg.which``) instead of training."""
+    world = types.SimpleNamespace(sft=referee.sft, rm=None, rm_offset=None, ppo_curves=None)
+    runs = Lab13Runs(world)
+    runs._referee = referee
+    return runs
+
+
+def fixed(world, cfg, after=None):
+    policy = FIXED[cfg.which]
+    hist = {"after": [after(policy), after(policy)] if after else [], "train_acc": [0.6, 0.62], "held_acc": [0.6, 0.6]}
+    return policy, hist
+
+
+FIXED = []
+
+
+def test_views_draw_with_alt_text(runs, moved):
+    FIXED[:] = moved
+    _png(V.Frontier(runs, {"A": (fixed, Cfg(0.1, 0)), "B": (fixed, Cfg(0.05, 1))}).figure())
+    view = V.DPOEpochs(runs, fixed, Cfg(0.1, 1), dpo_loss=reference_dpo_loss)
+    fig = view.figure()
+    _png(fig)
+    assert view.rows[0]["noise_free"] == pytest.approx(0.5) and "epoch 2" in fig.alt
+    assert view.rows[1]["noise_free"] == view.rows[2]["noise_free"] != 0.5      # two snapshots of one policy
+    cells = {(r, c): (fixed, Cfg(0.1, k)) for k, r in enumerate(("std", "mean")) for c in ("loss", "reward")}
+    _png(V.GRPOGrid(runs, cells).figure())
+    assert "E[L]" in V.LengthBias(runs, {"A": (fixed, Cfg(0.1, 0))}).table()
+    _png(V.GroupSignal(runs, {"A": (fixed, Cfg(0.1, 0))}).figure())
+
+
+def test_beta_slider_draws_each_beta_its_own_frame(runs, moved):
+    FIXED[:] = moved
+    view = V.BetaSlider(runs, {"A": (fixed, Cfg(0.1, 0)), "B": (fixed, Cfg(0.1, 1))}, betas=(0.05, 0.1))
+    frames = {b: view.update(b) for b in (0.05, 0.1)}
+    assert all(f[:4] == b"\x89PNG" for f in frames.values()) and frames[0.05] != frames[0.1]
+    assert view.caption().startswith("beta = 0.1") and "pi*_RM" in view.alt()
+
+
+def test_ppo_reference_points_come_from_the_shipped_runs():
+    points = V.ppo_reference()
+    assert [p["beta"] for p in points] == sorted(p["beta"] for p in points) and len(points) >= 4
+    assert points[0]["kl"] > 10 > points[-1]["kl"], "beta 0 drifts tens of nats, beta 0.2 a fraction of one"
+
+
+def test_a_snapshot_leaves_the_random_state_alone(moved):
+    from course_utils.lab13_runs import snapshot
+    torch.manual_seed(0)
+    copy = snapshot(moved[0])
+    after = torch.rand(3)
+    torch.manual_seed(0)
+    assert torch.equal(after, torch.rand(3)), "a run that keeps snapshots must draw what a run without them draws"
+    assert torch.equal(copy.weights, moved[0].weights) and not copy.weights.requires_grad
