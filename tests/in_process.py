@@ -65,7 +65,7 @@ def namespace(lab, edits=None):
     edited): a function the student wrote that calls another (Lab 13's grpo_iteration calls
     grpo_loss) then finds the edited one, as in the student's kernel, not the reference's."""
     ns = dict(reference(lab))
-    texts = solution_texts(lab)
+    texts = dict(solution_texts(lab))          # a copy: the edits below must not reach the cache
     for gid, pairs in (edits or {}).items():
         for old, new in pairs:
             assert old in texts[gid], f"{lab}/{gid}: {old!r} does not occur in the solution"
