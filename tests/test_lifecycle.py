@@ -1,4 +1,4 @@
-"""The whole nbgrader lifecycle of both labs, on a temporary copy of the course.
+"""The whole nbgrader lifecycle of every lab, on a temporary copy of the course.
 
 generate_assignment (equal to the committed release/) -> validate source (passes) and release (fails
 every test) -> release_assignment -> fetch and submit for simulated students -> collect ->
