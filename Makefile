@@ -25,7 +25,7 @@ PGDIR  := .postgres
 # JupyterLab refuses to run as root (containers, CI) unless told to
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup repair labs lab student-edition test test-fast check-config release autograde feedback grades bench science figures sft browser clean
+.PHONY: help setup repair labs lab student-edition test test-fast check-config release autograde feedback grades bench science figures sft lab13-data browser clean
 .PHONY: record clear-manual postgres postgres-install postgres-stop bench-class hub hub-install hub-stop sandbox-install sandbox
 
 help:  ## list the targets
@@ -141,6 +141,9 @@ figures: setup  ## render the figures README, docs and benchmarks/README quote f
 
 sft: setup  ## rebuild the shipped SFT checkpoint (deterministic, a few seconds)
 	$(PY) -m course_staff.edition.build_sft
+
+lab13-data: setup  ## rebuild Lab 13's starting world (Lab 12's RM, offset, rankings and pairs) from Lab 12's reference
+	$(PY) -m course_staff.edition.build_lab13_world
 
 clean:  ## remove grading products (keeps .venv)
 	rm -rf submitted autograded feedback exchange gradebook.db grades.csv artifacts .pytest_cache
