@@ -36,13 +36,13 @@ def cohort(lab):
                                   answered=("answer_kl_signs",)),
             "numpywarn": st.numpy_warning(lab),             # numpy warns from inside a check: full marks
             "warnings": st.warnings_everywhere(lab),        # every function warns twice: full marks
-            "chatter": st.stderr_chatter(lab, row("kl_objective")),   # stderr that looks like a warning
+            "chatter": st.stderr_chatter(lab, row(st.PARTS[lab]["chatter"])),   # stderr that looks like a warning
             "rebound": st.redefined_checks(lab),            # checks rebound, answers wrong: held at 0
         }
     return {
         "sol": st.solution(lab),
         "warnings": st.warnings_everywhere(lab),
-        "chatter": st.stderr_chatter(lab, row("gae_per_token")),
+        "chatter": st.stderr_chatter(lab, row(st.PARTS[lab]["chatter"])),
     }
 
 
@@ -88,7 +88,7 @@ def test_a_correct_answer_that_warns_passes_both(verdicts):
 
 def test_stderr_fails_both(verdicts):
     lab, _, grades, validated = verdicts
-    task = st.row(lab, "kl_objective" if lab == "lab11" else "gae_per_token")
+    task = st.row(lab, st.PARTS[lab]["chatter"])
     checks = {gid for gid, _ in task.checks}
     assert checks <= set(validated["chatter"]["failed"])
     assert all(grades["chatter"][gid] == 0 for gid in checks)
