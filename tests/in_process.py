@@ -42,18 +42,30 @@ def check_sources(lab):
     return [(gid, points, source[gid]) for gid, points in checks]
 
 
+@functools.cache
+def code_solutions(lab):
+    """The grade_ids of the lab's code solution cells, in notebook order."""
+    cells = nbformat.read(str(h.REPO / "source" / lab / f"{lab}.ipynb"), as_version=4).cells
+    return tuple(c.metadata["nbgrader"]["grade_id"] for c in cells
+                 if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution"))
+
+
 def namespace(lab, edits=None):
     """A copy of the reference namespace with each edited solution cell ({grade_id: [(old, new)]})
-    executed again (every ``old`` must occur)."""
+    executed again (every ``old`` must occur).
+
+    With edits, every code solution cell runs again in the copy, in notebook order (the edited ones
+    edited): a function the student wrote that calls another (Lab 13's grpo_iteration calls
+    grpo_loss) then finds the edited one, as in the student's kernel, not the reference's."""
     ns = dict(reference(lab))
     texts = h.solution_text(lab)
     for gid, pairs in (edits or {}).items():
-        text = texts[gid]
         for old, new in pairs:
-            assert old in text, f"{lab}/{gid}: {old!r} does not occur in the solution"
-            text = text.replace(old, new)
+            assert old in texts[gid], f"{lab}/{gid}: {old!r} does not occur in the solution"
+            texts[gid] = texts[gid].replace(old, new)
+    for gid in code_solutions(lab) if edits else ():
         with contextlib.redirect_stdout(io.StringIO()):
-            exec(compile(text, f"<{lab} {gid}, edited>", "exec"), ns)      # noqa: S102 -- the course's own cell
+            exec(compile(texts[gid], f"<{lab} {gid}{', edited' if gid in edits else ''}>", "exec"), ns)   # noqa: S102
     return ns
 
 
