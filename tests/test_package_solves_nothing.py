@@ -227,19 +227,27 @@ def dpo_loss(logp_chosen, logp_rejected, ref_chosen, ref_rejected, beta):
 ''',
         },
         "group_advantages": {
-            "masked_whiten of each group (Lab 12's advantage whitening)": '''
+            "ppo_helpers.masked_whiten of each group": '''
 from course_utils.ppo_helpers import masked_whiten
 def group_advantages(scores, scale=True, eps=1e-6):
+    centred = scores - scores.mean(1, keepdim=True)
     if not scale:
-        return scores - scores.mean(dim=1, keepdim=True)
+        return centred
     return torch.stack([masked_whiten(row, torch.ones_like(row), eps) for row in scores])
 ''',
+            "masked_whiten of each group, rescaled from the population std to the k - 1 one": '''
+from course_utils.ppo_helpers import masked_whiten
+def group_advantages(scores, scale=True, eps=1e-6):
+    centred = scores - scores.mean(1, keepdim=True)
+    if not scale:
+        return centred
+    k = scores.shape[1]
+    return torch.stack([masked_whiten(row, torch.ones_like(row), eps) for row in scores]) * ((k - 1) / k) ** 0.5
+''',
         },
-        "grpo_loss": "course_utils offers masked_mean and masked_whiten, no ratio, clipping or k3 (Lab 11's "
-                     "kl_estimators is a task, not a helper)",
-        "grpo_iteration": "course_utils samples (tinylm.sample) and scores (the world's reward model) but holds no "
-                          "training loop: Lab 12's train_rlhf and Lab 13's train_dpo and train_grpo are the "
-                          "notebooks' given code, and course_staff/beyond is the graders'",
+        "grpo_loss": "course_utils offers masked_mean for the token mean, no ratio, clipping, k3 or per-response mean",
+        "grpo_iteration": "course_utils samples (sample) and scores (lab13_world's World.score) but holds no training "
+                          "loop: train_dpo and train_grpo are the notebook's given cells, calling the student's functions",
     },
 }
 
