@@ -21,7 +21,7 @@ from course_staff.edition import student_edition as edition
 from course_staff.edition.leaks import files_of
 from tests import harness as h
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Object of type:Warning")]   # nbgrader add_submission's SQLAlchemy chatter
 
 LEFT_OUT = "lab13"                  # the optional lab
 KEPT = [lab for lab in h.LABS if lab != LEFT_OUT]
