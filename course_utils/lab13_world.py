@@ -7,7 +7,8 @@
     world.score(out)               (B,) rm(digit_counts(out)) - rm_offset of a rollout: SFT answers ~ 0
     world.train_pairs              the preference pairs of the rankings the reward model was fit on:
                                    {"chosen": rollout, "rejected": rollout}, N pairs each (ids (N, 9),
-                                   prompt_len 5, mask (N, 4))
+                                   prompt_len 5, mask (N, 4)), and "rows" (N, 2): the rows of the two
+                                   responses in train_rankings["out"]
     world.held_pairs               the same for the 2000 held-out prompts
     world.train_rankings           {"out": rollout of 4 P responses, "rankings": (P, 4) long, best first}
     world.held_rankings            the same, held out
@@ -62,7 +63,7 @@ def _part(raw):
     out = _rollout(raw["ids"])
     assert out["mask"].shape[1] == MAX_NEW
     pairs = raw["pairs"].long()
-    return ({"chosen": _rows(out, pairs[:, 0]), "rejected": _rows(out, pairs[:, 1])},
+    return ({"chosen": _rows(out, pairs[:, 0]), "rejected": _rows(out, pairs[:, 1]), "rows": pairs},
             {"out": out, "rankings": raw["rankings"].long()})
 
 

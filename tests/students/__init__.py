@@ -307,7 +307,7 @@ PARTS = {
               "osexit": "gae_per_token", "chatter": "gae_per_token"},
     "lab13": {"partial": ("dpo_loss", "group_advantages"),
               "answered": (),
-              "osexit": "dpo_loss", "chatter": "group_advantages"},   # Task 4 calls Tasks 2 and 3: a kernel killed there costs Task 4 too
+              "osexit": "dpo_loss", "chatter": "dpo_loss"},   # Task 4 calls Tasks 2 and 3: a kernel killed there costs Task 4 too
 }
 
 
