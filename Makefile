@@ -14,8 +14,9 @@ PYTHON_CHECK = $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2
   echo "Install Python 3.11+ (python.org; apt install python3.11-venv; brew install python@3.12; conda)"; \
   echo "and run make again with it, e.g. make PYTHON=python3.12 ...; then it makes .venv."; exit 1; }
 # the labs this class assigns: those labs.txt lists, else every source/<lab>/<lab>.ipynb (course_staff.course,
-# asked when a recipe needs them, after set-up; docs/ta_guide.md, "Leaving a lab out")
-LABS    = $(or $(shell $(PY) -m course_staff.course),$(error no labs to work on: see the message above))
+# asked when a recipe needs them, after set-up; docs/ta_guide.md, "Leaving a lab out"); release/ holds every lab
+LABS      = $(or $(shell $(PY) -m course_staff.course),$(error no labs to work on: see the message above))
+EVERY_LAB = $(shell $(PY) -m course_staff.course --every)
 LAB    ?= lab11
 PORT   ?= 8888
 ROSTER ?= $(wildcard roster.csv)
@@ -45,7 +46,7 @@ repair:  ## install the pinned packages into .venv again (setup does nothing onc
 	rm -f $(STAMP)
 	$(MAKE) setup
 
-labs: setup  ## the labs this class assigns (labs.txt, else every lab of source/): release, record, lab, the edition, the hub
+labs: setup  ## the labs this class assigns (labs.txt, else every lab of source/): record, lab, the edition, the hub
 	@echo $(LABS)
 
 lab: setup  ## open JupyterLab on the instructor's notebooks (source/: solutions and hidden tests)
@@ -80,7 +81,7 @@ check-config: setup  ## fail loudly if nbgrader_config.py has an error (nbgrader
 	$(PY) -m course_staff.grading.nbgrader_plugins nbgrader_config.py
 
 release: check-config  ## regenerate release/ from source/ (run after editing a lab)
-	for lab in $(LABS); do $(BIN)/nbgrader generate_assignment $$lab --force --create; done
+	for lab in $(EVERY_LAB); do $(BIN)/nbgrader generate_assignment $$lab --force --create; done
 	$(PY) -m course_staff.edition.lab_cells    # the labs' cell ids, for students' pre-submission check
 
 record: check-config  ## TA, once per term: record the labs in the gradebook (release/ untouched)

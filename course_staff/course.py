@@ -3,7 +3,7 @@
     from course_staff.course import REPO, LABS, config, is_written_answer
     LABS                           # ("lab11", "lab12", ...): a folder source/<lab>/ with <lab>.ipynb each
     assigned()                     # the labs this class assigns: labs.txt's, else LABS
-    python -m course_staff.course  # prints them (the Makefile's LABS: release, record, lab)
+    python -m course_staff.course  # prints them (the Makefile's LABS: record, lab); --every: LABS (release)
     config(course).CourseDirectory.db_url      # what nbgrader_config.py of a course folder sets
 
 Cell kinds are nbgrader's own (``is_grade``, ``is_solution``, ``is_locked`` of ``nbgrader.utils``,
@@ -80,8 +80,9 @@ __all__ = ["REPO", "LABS", "WITHHELD", "CLASS_LABS", "labs", "assigned", "source
            "is_locked", "is_written_answer"]
 
 
-if __name__ == "__main__":      # the Makefile's LABS: the labs of the course folder it runs in, as this class assigns them
+if __name__ == "__main__":      # the Makefile's LABS (and with --every its EVERY_LAB) of the course folder it runs in
+    import sys
     try:
-        print(" ".join(assigned(Path.cwd())))
+        print(" ".join(labs(Path.cwd()) if sys.argv[1:] == ["--every"] else assigned(Path.cwd())))
     except ValueError as err:
         raise SystemExit(str(err)) from None
