@@ -25,6 +25,11 @@ from tests import students as st
 pytestmark = pytest.mark.slow
 
 
+def chatty(lab):
+    """The task whose function writes to stderr in the "chatter" student (tests/students' PARTS, keyed by lab)."""
+    return st.PARTS[lab]["chatter"]
+
+
 def cohort(lab):
     """{student: (submission, expected)}: the notebooks on which the two graders could part ways."""
     row = lambda name: st.row(lab, name)                  # noqa: E731
@@ -36,13 +41,13 @@ def cohort(lab):
                                   answered=("answer_kl_signs",)),
             "numpywarn": st.numpy_warning(lab),             # numpy warns from inside a check: full marks
             "warnings": st.warnings_everywhere(lab),        # every function warns twice: full marks
-            "chatter": st.stderr_chatter(lab, row(st.PARTS[lab]["chatter"])),   # stderr that looks like a warning
+            "chatter": st.stderr_chatter(lab, row(chatty(lab))),   # stderr that looks like a warning
             "rebound": st.redefined_checks(lab),            # checks rebound, answers wrong: held at 0
         }
     return {
         "sol": st.solution(lab),
         "warnings": st.warnings_everywhere(lab),
-        "chatter": st.stderr_chatter(lab, row(st.PARTS[lab]["chatter"])),
+        "chatter": st.stderr_chatter(lab, row(chatty(lab))),
     }
 
 
@@ -88,7 +93,7 @@ def test_a_correct_answer_that_warns_passes_both(verdicts):
 
 def test_stderr_fails_both(verdicts):
     lab, _, grades, validated = verdicts
-    task = st.row(lab, st.PARTS[lab]["chatter"])
+    task = st.row(lab, chatty(lab))
     checks = {gid for gid, _ in task.checks}
     assert checks <= set(validated["chatter"]["failed"])
     assert all(grades["chatter"][gid] == 0 for gid in checks)
