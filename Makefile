@@ -1,4 +1,4 @@
-# RL for language models, Labs 11 & 12.  `make help` lists the targets.
+# RL for language models: the labs of source/, their grading and their student edition.  `make help` lists the targets.
 # Everything runs inside .venv at the repo root, created on first use.
 
 SHELL  := /bin/bash
@@ -13,8 +13,10 @@ PYTHON_CHECK = $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2
   echo "The course needs Python 3.11 or newer; '$(PYTHON)' is $$($(PYTHON) --version 2>&1 || echo missing)."; \
   echo "Install Python 3.11+ (python.org; apt install python3.11-venv; brew install python@3.12; conda)"; \
   echo "and run make again with it, e.g. make PYTHON=python3.12 ...; then it makes .venv."; exit 1; }
-# the labs: every source/<lab>/<lab>.ipynb (course_staff.course.labs, the same rule)
-LABS   := $(foreach d,$(wildcard source/*),$(if $(wildcard $(d)/$(notdir $(d)).ipynb),$(notdir $(d))))
+# the labs this class assigns: those labs.txt lists, else every source/<lab>/<lab>.ipynb (course_staff.course,
+# asked when a recipe needs them, after set-up; docs/ta_guide.md, "Leaving a lab out"); release/ holds every lab
+LABS      = $(or $(shell $(PY) -m course_staff.course),$(error no labs to work on: see the message above))
+EVERY_LAB = $(shell $(PY) -m course_staff.course --every)
 LAB    ?= lab11
 PORT   ?= 8888
 ROSTER ?= $(wildcard roster.csv)
@@ -24,7 +26,7 @@ PGDIR  := .postgres
 # JupyterLab refuses to run as root (containers, CI) unless told to
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup repair lab student-edition test test-fast check-config release autograde feedback grades bench science figures sft lab13-data browser clean
+.PHONY: help setup repair labs lab student-edition test test-fast check-config release autograde feedback grades bench science figures sft lab13-data browser clean
 .PHONY: record clear-manual postgres postgres-install postgres-stop bench-class hub hub-install hub-stop sandbox-install sandbox
 
 help:  ## list the targets
@@ -43,6 +45,9 @@ setup: $(STAMP)  ## create .venv with the pinned packages and course_utils (edit
 repair:  ## install the pinned packages into .venv again (setup does nothing once .venv is installed)
 	rm -f $(STAMP)
 	$(MAKE) setup
+
+labs: setup  ## the labs this class assigns (labs.txt, else every lab of source/): record, lab, the edition, the hub
+	@echo $(LABS)
 
 lab: setup  ## open JupyterLab on the instructor's notebooks (source/: solutions and hidden tests)
 	$(BIN)/jupyter lab --notebook-dir=$(CURDIR) --port=$(PORT) $(ROOT_FLAG) $(foreach lab,$(LABS),source/$(lab)/$(lab).ipynb)
@@ -76,7 +81,7 @@ check-config: setup  ## fail loudly if nbgrader_config.py has an error (nbgrader
 	$(PY) -m course_staff.grading.nbgrader_plugins nbgrader_config.py
 
 release: check-config  ## regenerate release/ from source/ (run after editing a lab)
-	for lab in $(LABS); do $(BIN)/nbgrader generate_assignment $$lab --force --create; done
+	for lab in $(EVERY_LAB); do $(BIN)/nbgrader generate_assignment $$lab --force --create; done
 	$(PY) -m course_staff.edition.lab_cells    # the labs' cell ids, for students' pre-submission check
 
 record: check-config  ## TA, once per term: record the labs in the gradebook (release/ untouched)

@@ -138,6 +138,16 @@ def test_edition_readme_gives_two_commands(built):
         assert words in readme, words
 
 
+def test_edition_readme_names_each_lab_it_holds(built):
+    """Its title, its list of labs and its folder tree are the labs of the edition (README lines marked
+    for one lab stay only when the class assigns it: tests/test_class_labs.py leaves Lab 13 out)."""
+    readme = (built / "README.md").read_text()
+    assert "<!--" not in readme and "{lab" not in readme
+    assert readme.startswith(f"# RL for language models — {edition.lab_titles(list(edition.labs()))}\n")
+    for lab in edition.labs():
+        assert f"`{lab}/{lab}.ipynb`" in readme and f"- **Lab {lab.removeprefix('lab')} — " in readme, lab
+
+
 def test_git_edition_is_one_clean_commit(tmp_path):
     dest = edition.build(tmp_path / "course", git=True)
     log = subprocess.run(["git", "log", "--oneline"], cwd=dest, capture_output=True, text=True, check=True)

@@ -1,6 +1,6 @@
 """No function of course_utils does a lab task's job with a few lines of glue.
 
-A catalogue of "glue students": each implements one task of Lab 11, 12 or 13 as a few lines around a
+A catalogue of "glue students": each implements one task of a lab as a few lines around a
 course_utils function (or with a stand-in where the function wants a model), the way a student who
 hunts the package for shortcuts would. Each is run, in-process, against every check cell of its task
 in the instructor's notebook (visible and hidden checks), in the namespace of that notebook's own
@@ -8,7 +8,9 @@ definitions (``course_staff.solutions.load_lab``). Every glue student must fail 
 refused (its helper rejects the stand-in); helpers deleted because they did a task's job are checked
 to stay absent (``DELETED``). The solution itself passes the
 same cells (the control that makes a failure mean something), and every task of every lab is in the
-catalogue: either with glue students or with the reason why none applies.
+catalogue: either with glue students or with the reason why none applies. No task's function is defined
+in course_utils under its own name, and the data Lab 13 ships (Lab 12's end state: its reward model,
+offset, rankings and pairs) holds that and nothing more; a glue student looks Lab 12's pairs up in it.
 
     python -m tests.test_package_solves_nothing      # prints the catalogue and each student's outcome
 
@@ -29,6 +31,7 @@ import pytest
 
 from course_staff.solutions import notebook_path
 from tests import in_process
+from tests.harness import LABS
 from tests.lab_tables import table
 
 # a stand-in "model": answers every prompt with the logits it was given (duck-typed, not a TinyLM)
@@ -193,7 +196,21 @@ def bt_loss(r_chosen, r_rejected):
     return -torch.nn.functional.logsigmoid(KAPPA * (r_chosen - r_rejected)).mean()
 ''',
         },
-        "ranking_to_pairs": "ranked_data hands out rankings; nothing in course_utils turns a ranking into pairs",
+        "ranking_to_pairs": {
+            "Lab 13's shipped world: the pairs of a ranking in the same order, looked up": '''
+import torch
+from course_utils.lab13_world import WORLD_PATH
+_raw = torch.load(WORLD_PATH, weights_only=True)["train"]
+def ranking_to_pairs(ranking):
+    ids, rankings, pairs = _raw["ids"].long(), _raw["rankings"].long(), _raw["pairs"].long()
+    k = rankings.shape[1]
+    for i in range(len(rankings)):
+        rows = ids[i * k:(i + 1) * k]
+        if rankings[i].tolist() == list(ranking) and len({tuple(r) for r in rows.tolist()}) == k:
+            return [(a - i * k, b - i * k) for a, b in pairs.tolist() if i * k <= a < (i + 1) * k]
+    return []
+''',
+        },
         "kl_penalized_rewards": "nothing in course_utils builds per-token rewards: sequence_logprobs gives "
                                 "log-probs, the reward model a score per response",
         "gae_per_token": "nothing in course_utils computes advantages: the critic (ValueModel) gives values only",
@@ -201,8 +218,14 @@ def bt_loss(r_chosen, r_rejected):
                          "clipping or value loss",
     },
     "lab13": {
-        "dpo_loss": "nothing in course_utils computes a log-sigmoid of a margin: Lab 12's bt_loss is the student's "
-                    "own, and course_utils.lab13_world ships the pairs, never a loss on them",
+        "dpo_loss": {
+            "the labeler's preference model (labeler.KAPPA) on the implicit reward": '''
+from course_utils.labeler import KAPPA
+def dpo_loss(logp_chosen, logp_rejected, ref_chosen, ref_rejected, beta):
+    margins = KAPPA * ((logp_chosen - ref_chosen) - (logp_rejected - ref_rejected))
+    return -torch.nn.functional.logsigmoid(margins).mean(), margins
+''',
+        },
         "group_advantages": {
             "ppo_helpers.masked_whiten of each group": '''
 from course_utils.ppo_helpers import masked_whiten
@@ -292,23 +315,59 @@ DELETED = {"pair_kl": "Lab 11's kl_objective", "tilt": "Lab 11's tilted_optimum"
 
 
 def test_deleted_helpers_stay_absent():
+    defined = course_utils_definitions()
+    back = {name: f"{defined[name]} (it did {what})" for name, what in DELETED.items() if name in defined}
+    assert not back, f"a deleted helper is back in course_utils: {back}"
+    assert "ranked_data" in defined and "sample" in defined, "the scan finds course_utils' definitions"
+
+
+def course_utils_definitions():
+    """{name: module file} of every top-level function, class and name assigned in course_utils."""
     defined = {}
     for path in sorted((Path(__file__).resolve().parents[1] / "course_utils").rglob("*.py")):
         for node in ast.parse(path.read_text()).body:
             names = [node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else \
                 [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
             defined.update({name: path.name for name in names})
-    back = {name: f"{defined[name]} (it did {what})" for name, what in DELETED.items() if name in defined}
-    assert not back, f"a deleted helper is back in course_utils: {back}"
-    assert "ranked_data" in defined and "sample" in defined, "the scan finds course_utils' definitions"
+    return defined
 
 
-@pytest.mark.parametrize("lab_name", sorted(CATALOGUE))
+@pytest.mark.parametrize("lab_name", LABS)
+def test_no_task_of_a_lab_is_defined_in_course_utils(lab_name):
+    """A task's own function (Lab 13's dpo_loss, group_advantages, grpo_loss, grpo_iteration, ...) is
+    never defined in the student package, under its name, whatever it does."""
+    defined = course_utils_definitions()
+    tasks = [task.function for task in table(lab_name).tasks]
+    assert tasks and "masked_whiten" in defined, "the scan finds the lab's tasks and course_utils' definitions"
+    found = {name: defined[name] for name in tasks if name in defined}
+    assert not found, f"{lab_name}: course_utils defines a task's function: {found}"
+
+
+# what course_utils/data/lab13_world.pt may hold: Lab 12's end state (course_staff/edition/build_lab13_world.py),
+# nothing of Lab 13's results or checks
+LAB13_WORLD = {"rm_w": (10,), "rm_offset": (), "train": {"ids", "rankings", "pairs"}, "held": {"ids", "rankings", "pairs"}}
+
+
+def test_lab13_world_holds_lab12s_end_state_only():
+    import torch
+    from course_utils.lab13_world import WORLD_PATH
+
+    raw = torch.load(WORLD_PATH, weights_only=True)
+    assert set(raw) == set(LAB13_WORLD), f"{WORLD_PATH.name} holds {sorted(raw)}"
+    for key, want in LAB13_WORLD.items():
+        got = tuple(raw[key].shape) if isinstance(want, tuple) else set(raw[key])
+        assert got == want, (key, got)
+    for part in ("train", "held"):           # token ids, ranks and row numbers: integers, no numbers a check compares
+        assert all(not t.is_floating_point() for t in raw[part].values()), part
+
+
+@pytest.mark.parametrize("lab_name", LABS)
 def test_every_task_is_in_the_catalogue_and_the_solution_passes(lab_name):
-    """The control: every task of the notebook is catalogued, and the instructor's solution passes the
+    """The control: every task of every lab is catalogued, and the instructor's solution passes the
     same check cells the glue students fail."""
     namespace, cells = lab_of(lab_name)
-    assert sorted(cells) == sorted(CATALOGUE[lab_name]), "a task without a catalogue entry (or one too many)"
+    assert sorted(cells) == sorted(CATALOGUE.get(lab_name, {})), \
+        f"{lab_name}: a task without a catalogue entry (or one too many)"
     for task, sources in cells.items():
         assert run_checks(namespace, sources) is None, f"the solution of {task} fails its own checks"
 

@@ -1,4 +1,4 @@
-"""Both labs in plain Jupyter, as a student's or a TA's own tools run them (slow: each lab runs once).
+"""Every lab in plain Jupyter, as a student's or a TA's own tools run them (slow: each lab runs once).
 
 Each instructor notebook (source/, every solution in) is executed top to bottom by nbclient with
 jupyter_client's stock AsyncKernelManager -- what ``jupyter nbconvert --execute`` uses, not the
@@ -27,7 +27,7 @@ from nbconvert import HTMLExporter
 from tests import harness as h
 
 pytestmark = pytest.mark.slow
-LABS = ("lab11", "lab12")
+LABS = h.LABS
 WIDGET = "application/vnd.jupyter.widget-view+json"
 CELL_LIMIT_S = 900            # generous: a cell that takes it has hung, the test then fails on its delay
 LATE_REPLY_S = 60             # the client received a reply this long after the kernel stamped it: a missed wake-up

@@ -60,8 +60,8 @@ def split_cell(cell):
     return parts
 
 
-def secret_lines(root=REPO):
-    """{normalized line: "lab11 kl_estimators_solution"} of every solution and hidden-test line."""
+def _source_lines(root=REPO):
+    """(every line the labs show students, as one text; {hidden line: "lab11 kl_estimators_solution"})."""
     shown, hidden = [], {}
     for path in sorted(Path(root).glob("source/*/*.ipynb")):
         for cell in nbformat.read(str(path), as_version=4).cells:
@@ -70,7 +70,12 @@ def secret_lines(root=REPO):
             where = f"{path.stem} {cell.metadata.get('nbgrader', {}).get('grade_id', 'cell')}"
             for line in parts["SOLUTION"] + parts["HIDDEN TESTS"]:
                 hidden.setdefault(normalize(line), where)
-    shown = "\n".join(shown)
+    return "\n".join(shown), hidden
+
+
+def secret_lines(root=REPO):
+    """{normalized line: "lab11 kl_estimators_solution"} of every solution and hidden-test line."""
+    shown, hidden = _source_lines(root)
     return {ln: w for ln, w in hidden.items()
             if len(ln) >= MIN_CHARS and not _IMPORT.match(ln) and ln not in shown}
 
@@ -92,13 +97,16 @@ def staff_names(root=REPO):
 
 
 def staff_definitions(root=REPO):
-    """{normalized def/class line: module} of the graders' code."""
+    """{normalized def/class line: module} of the graders' code, less the lines a lab shows students
+    anyway (a task's signature, which the lab fixes; its given code)."""
+    shown, _ = _source_lines(root)
+    shown = set(shown.splitlines())
     found = {}
     for path in staff_modules(root):
         for line in path.read_text().splitlines():
             line = normalize(line)
-            if line.startswith(("def ", "class ")) and len(line) >= MIN_CHARS:
-                found.setdefault(line, path.relative_to(root).as_posix())
+            if line.startswith(("def ", "class ")) and len(line) >= MIN_CHARS and line not in shown:
+                found.setdefault(line, path.relative_to(Path(root)).as_posix())
     return found
 
 

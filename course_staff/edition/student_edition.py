@@ -4,11 +4,13 @@
 
 DEST (new, or an empty folder) receives exactly what ``FILES`` and ``WRITTEN`` list below:
 
-    lab11/lab11.ipynb, lab12/...    each release/<lab>/ folder, laid out as nbgrader's Assignments
-                                    tab fetches it (a folder per lab, named after it)
+    lab11/lab11.ipynb, lab12/...    each release/<lab>/ folder of the labs the class assigns
+                                    (course.assigned), laid out as nbgrader's Assignments tab fetches
+                                    it (a folder per lab, named after it)
     notebooks/00_start_here.ipynb   the start-here notebook (only that one of notebooks/)
     course_utils/                   the student package, with its data/
-    README.md, Makefile, .gitignore written for students (course_staff/edition/files/)
+    README.md, Makefile, .gitignore written for students (course_staff/edition/files/); the README's
+                                    lines that end in <!-- labNN --> only for a lab the class assigns
     pyproject.toml, environment.yml install course_utils with this repository's pins, less the
                                     graders' tools (STAFF_ONLY) and every dev/test extra
 
@@ -18,6 +20,7 @@ moved to DEST; with --git it becomes a git repository with one commit, ready to 
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -30,7 +33,6 @@ from course_staff.edition.leaks import files_of, leaks
 FILES = {                                   # edition path: repository path (a file or a folder)
     "notebooks/00_start_here.ipynb": "notebooks/00_start_here.ipynb",
     "course_utils": "course_utils",
-    "README.md": "course_staff/edition/files/README.md",
     "Makefile": "course_staff/edition/files/Makefile",
     ".gitignore": "course_staff/edition/files/gitignore",
 }
@@ -40,9 +42,39 @@ STAFF_ONLY = ("nbgrader",)                  # pinned in pyproject.toml for the g
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info")
 
 
+README = "course_staff/edition/files/README.md"
+_LAB_LINE = re.compile(r"\s*<!-- (lab\d+) -->$")       # a README line about one lab only
+
+
 def labs(root=REPO):
-    """{edition folder: release folder} of every lab (course.labs), e.g. {"lab11": release/lab11}."""
-    return {lab: Path(root) / "release" / lab for lab in course.labs(root)}
+    """{edition folder: release folder} of every lab the class assigns (course.assigned), e.g.
+    {"lab11": release/lab11}."""
+    return {lab: Path(root) / "release" / lab for lab in course.assigned(root)}
+
+
+def lab_titles(names):
+    """"Labs 11, 12 & 13" of ("lab11", "lab12", "lab13"); "Lab 11" of one."""
+    numbers = [name.removeprefix("lab") for name in names]
+    return f"Lab {numbers[0]}" if len(numbers) == 1 else f"Labs {', '.join(numbers[:-1])} & {numbers[-1]}"
+
+
+def readme_text(root=REPO):
+    """README.md of the edition: files/README.md with the class's labs filled in ({labs}: "Labs 11 & 12",
+    {lab_files}: "`lab11/lab11.ipynb` and `lab12/lab12.ipynb`", {lab_folders}: "lab11/, lab12/"), and
+    a line that ends in <!-- labNN --> kept (without the marker) only when the class assigns labNN."""
+    names = list(course.assigned(root))
+    files = [f"`{lab}/{lab}.ipynb`" for lab in names]
+    kept = []
+    for line in (Path(root) / README).read_text().splitlines():
+        only = _LAB_LINE.search(line)
+        if only and only.group(1) not in names:
+            continue
+        kept.append(_LAB_LINE.sub("", line))
+    text = "\n".join(kept) + "\n"
+    for field, value in {"{labs}": lab_titles(names), "{lab_folders}": ", ".join(f"{lab}/" for lab in names),
+                         "{lab_files}": files[0] if len(files) == 1 else f"{', '.join(files[:-1])} and {files[-1]}"}.items():
+        text = text.replace(field, value)
+    return text
 
 
 def project(root=REPO):
@@ -87,7 +119,7 @@ def environment_text(root=REPO):
             f"{pins}      - -e .      # course_utils from this folder\n")
 
 
-WRITTEN = {"pyproject.toml": pyproject_text, "environment.yml": environment_text}
+WRITTEN = {"README.md": readme_text, "pyproject.toml": pyproject_text, "environment.yml": environment_text}
 
 
 def _copy(src, dst):
@@ -110,8 +142,8 @@ def write(folder, root=REPO):
         (folder / dst).write_text(text(root))
 
 
-def git_init(folder):
-    """Make ``folder`` a git repository with the whole edition in one commit."""
+def git_init(folder, root=REPO):
+    """Make ``folder`` a git repository with the whole edition (of ``root``'s labs) in one commit."""
     def git(*args):
         subprocess.run(["git", *args], cwd=folder, check=True, stdout=subprocess.DEVNULL)
 
@@ -119,7 +151,8 @@ def git_init(folder):
     git("add", "--all")
     who = subprocess.run(["git", "config", "user.name"], cwd=folder, capture_output=True, text=True).stdout
     identity = [] if who.strip() else ["-c", "user.name=Course staff", "-c", "user.email=staff@course.invalid"]
-    git(*identity, "commit", "--quiet", "-m", "Student edition of the course RL for language models, Labs 11 and 12")
+    labs = lab_titles(list(course.assigned(root)))
+    git(*identity, "commit", "--quiet", "-m", f"Student edition of the course RL for language models, {labs}")
 
 
 def build(dest, git=False, root=REPO):
@@ -142,7 +175,7 @@ def build(dest, git=False, root=REPO):
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if git:
-        git_init(dest)
+        git_init(dest, root)
     return dest
 
 

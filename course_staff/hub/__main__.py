@@ -15,14 +15,15 @@ import time
 import urllib.request
 from pathlib import Path
 
-from course_staff.course import LABS, REPO
+from course_staff.course import CLASS_LABS, REPO, assigned, labs
 from course_staff.hub import (COURSE, DEFAULT_ROOT, HERE, JUPYTERHUB, PROXY, accounts, exchange, server_python,
                               layout, server_environment)
 
 VENV = REPO / ".venv"
 PROXY_BIN = VENV / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
-# what the instructor's home (the course directory) gets from the checkout
-COURSE_FILES = ["nbgrader_config.py", "source", "release", "course_staff"]
+# what the instructor's home (the course directory) gets from the checkout: source/ and release/ of the
+# labs the class assigns only (labs.txt, when there is one, with them)
+COURSE_FILES = ["nbgrader_config.py", "source", "release", "course_staff", CLASS_LABS]
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "hub")
 
 
@@ -121,6 +122,13 @@ def _write_config(paths, exchange_root):
         path.chmod(0o755 if path.is_dir() else 0o644)
 
 
+def _ignored(folder, names, root=REPO):
+    """What the course folder leaves out of ``folder`` (shutil.copytree's ignore): build leftovers, the hub,
+    and in source/ and release/ the labs the class does not assign."""
+    left_out = set(labs(root)) - set(assigned(root)) if Path(folder) in (root / "source", root / "release") else set()
+    return IGNORED(folder, names) | (left_out & set(names))
+
+
 def _course_folder(instructor):
     """The instructor's home becomes the course directory (nbgrader_config.py's folder)."""
     pw = pwd.getpwnam(instructor)
@@ -128,8 +136,8 @@ def _course_folder(instructor):
     for name in COURSE_FILES:
         src = REPO / name
         if src.is_dir():
-            shutil.copytree(src, home / name, ignore=IGNORED)
-        else:
+            shutil.copytree(src, home / name, ignore=_ignored)
+        elif src.exists():
             shutil.copy2(src, home / name)
     _run("chown", "-R", f"{pw.pw_uid}:{pw.pw_gid}", home)
 
@@ -209,7 +217,7 @@ def start(root, prefix):
         instructor=names["instructor"], students=names["students"])
     paths["state"].write_text(json.dumps(state))
     # the gradebook knows the labs before anyone opens Formgrader (as `make record` does)
-    _run(paths["env"] / "bin" / "python", "-m", "course_staff.grading.class_grading", "record", *LABS,
+    _run(paths["env"] / "bin" / "python", "-m", "course_staff.grading.class_grading", "record", *assigned(),
          user=names["instructor"], cwd=pwd.getpwnam(names["instructor"]).pw_dir,
          env={**server_environment(state, names["instructor"]), "HOME": pwd.getpwnam(names["instructor"]).pw_dir})
     log = paths["hub"] / "jupyterhub.log"

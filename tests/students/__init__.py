@@ -299,12 +299,15 @@ PARTS = {
     "lab11": {"partial": ("response_logprobs", "sample_with_temperature", "tilted_optimum", "token_level_optimum",
                           "concept_entropy_limit"),
               "answered": ("answer_kl_signs",),
-              "osexit": "tilted_optimum", "loop": "kl_estimators", "exit": "sequence_logprob",
+              "osexit": "tilted_optimum", "chatter": "kl_objective", "loop": "kl_estimators", "exit": "sequence_logprob",
               "constant": "kl_objective", "always_equal": "token_level_optimum", "edited": "token_level_optimum",
               "deleted": "sample_with_temperature", "retyped": "kl_objective", "raw": "response_logprobs"},
     "lab12": {"partial": ("bt_loss", "kl_penalized_rewards", "ppo_rlhf_loss", "concept_clip"),
               "answered": ("answer_exp1_predict",),
-              "osexit": "gae_per_token"},
+              "osexit": "gae_per_token", "chatter": "gae_per_token"},
+    "lab13": {"partial": ("dpo_loss", "group_advantages"),
+              "answered": (),
+              "osexit": "dpo_loss", "chatter": "dpo_loss"},   # Task 4 calls Tasks 2 and 3: a kernel killed there costs Task 4 too
 }
 
 
