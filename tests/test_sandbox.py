@@ -346,3 +346,20 @@ def test_a_hidden_line_that_students_also_see_is_no_quote():
     assert quoted_hidden_tests([hidden, visible]) == []
     visible.source = "assert_close(c, d)"        # negative control: now only the hidden test has it
     assert quoted_hidden_tests([hidden, visible])
+
+
+def test_a_hidden_line_inside_a_longer_visible_line_is_no_quote():
+    """Lab 13's Task 4: the docstring students read spells out ``clip_grad_norm_(...); optimizer.step()``,
+    which holds a whole line of the hidden test. A blank submission's traceback shows that docstring:
+    it quotes nothing students have not seen, so it is not held as tampering."""
+    import nbformat
+
+    line = "torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)"
+    hidden = nbformat.v4.new_code_cell(f"x = 1\n### BEGIN HIDDEN TESTS\n{line}\n### END HIDDEN TESTS")
+    given = nbformat.v4.new_code_cell(f'def f():\n    """{line}; optimizer.step()"""\n    raise NotImplementedError',
+                                      outputs=[nbformat.v4.new_output(
+                                          "error", ename="NotImplementedError", evalue="",
+                                          traceback=[f'      2     """{line}; optimizer.step()"""'])])
+    assert quoted_hidden_tests([hidden, given]) == []
+    given.source = "def f():\n    raise NotImplementedError"    # negative control: the line is seen nowhere
+    assert quoted_hidden_tests([hidden, given])

@@ -348,8 +348,8 @@ def quoted_hidden_tests(cells):
     Only a cell's own hidden tests may appear, in the traceback of its own error (nbgrader's
     autograded notebook, for the TA; feedback drops tracebacks: HideTestCode)."""
     hidden = {i: hidden_lines(c) for i, c in enumerate(cells) if c.cell_type == "code" and has_hidden_tests(c)}
-    visible = {line for c in cells if c.cell_type == "code" for line in hidden_lines(c, hidden=False)}
-    everything = {line for lines in hidden.values() for line in lines} - visible   # a line students see too is no secret
+    visible = "\n".join(line for c in cells for line in hidden_lines(c, shortest=0, hidden=False))
+    everything = {line for lines in hidden.values() for line in lines if line not in visible}   # seen, so no secret
     reasons = []
     for index, cell in enumerate(cells):
         for output in cell.get("outputs", []):
