@@ -28,8 +28,8 @@ RESULTS = HERE / "results"
 
 # what each results file measured: its code (compared without comments and docstrings, notebooks by their
 # code cells; folders: their .py, .ipynb and .pt files) and the SFT checkpoint
-MEASURED = {"bench.json": ["benchmarks/bench.py", "course_utils", "course_staff", "source/lab11/lab11.ipynb",
-                           "source/lab12/lab12.ipynb", "notebooks/beyond_ppo.ipynb", "nbgrader_config.py"],
+MEASURED = {"bench.json": ["benchmarks/bench.py", "benchmarks/ppo_floor.py", "course_utils", "course_staff",
+                           "source/lab11/lab11.ipynb", "source/lab12/lab12.ipynb", "notebooks/beyond_ppo.ipynb", "nbgrader_config.py"],
             "make_test.json": ["benchmarks/bench.py", "course_utils", "course_staff", "tests", "source",
                                "notebooks", "Makefile", ".ci/run", "pyproject.toml", "environment.yml"],
             "bench_class.json": ["benchmarks/bench_class.py", "course_utils", "course_staff/grading",

@@ -4,6 +4,7 @@ import copy
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from course_utils.tinylm import answer_tokens, encode_prompts, make_batch, supervised_loss
 
@@ -26,7 +27,7 @@ class ValueModel(nn.Module):
     def forward(self, out):
         ids, L, mask = out["ids"], out["prompt_len"], out["mask"]
         h = self.body.hidden(ids[:, :-1], last=ids.shape[1] - L)      # (B, T, d)
-        return self.head(h).squeeze(-1) * mask
+        return F.linear(h, self.head.weight, self.head.bias).squeeze(-1) * mask
 
 
 # ----------------------------------------------------------------------------- masked statistics

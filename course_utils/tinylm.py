@@ -207,8 +207,10 @@ class TinyLM(nn.Module):
         if positions is None:
             if ids.shape[-1] > MAX_LEN:
                 raise ValueError(f"TinyLM reads at most {MAX_LEN} tokens, got {ids.shape[-1]}")
-            positions = _POSITIONS[:ids.shape[-1]]
-        x = F.embedding(ids, w["tok.weight"]) + F.embedding(positions, w["pos.weight"])
+            pos = w["pos.weight"][:ids.shape[-1]]                       # positions 0..L-1: the first L rows
+        else:
+            pos = F.embedding(positions, w["pos.weight"])
+        x = F.embedding(ids, w["tok.weight"]) + pos
         n = self.n_layers
         for i, attend in enumerate(attention or [causal_attention] * n):
             x = block(x, w, f"blocks.{i}.", self.n_heads, attend, last if i == n - 1 else None)
@@ -256,6 +258,9 @@ def load_sft():
 _FORBID = torch.zeros(VOCAB_SIZE).index_fill(0, torch.tensor(NEVER_SAMPLED), float("-inf"))   # (V,)
 
 
+IGNORE = -100                     # a target that is not a token: cross_entropy leaves it out
+
+
 def _allowed_logits(logits):
     """Logits with BOS and PAD forbidden (-inf): the distribution the model samples from."""
     return logits + _FORBID
@@ -295,21 +300,19 @@ def sample(model, prompts, max_new=MAX_NEW, generator=None):
     was_training = model.training
     model.eval()
     ids, L = encode_prompts(prompts)
-    B = ids.shape[0]
-    done = torch.zeros(B, dtype=torch.bool)
-    mask = torch.zeros(B, max_new)
-    resp = torch.full((B, max_new), PAD)
+    resp = torch.empty(ids.shape[0], max_new, dtype=torch.long)
+    done = torch.zeros(ids.shape[0], dtype=torch.bool)
     attention = [extending([]) for _ in range(model.n_layers)]                 # the keys and values so far
-    logits = model(ids, attention=attention, last=1)[:, -1]            # the prompt pass: (B, V)
-    for t in range(max_new):
-        probs = F.softmax(_allowed_logits(logits), dim=-1)
-        nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)
-        resp[:, t] = nxt.masked_fill(done, PAD)
-        mask[:, t] = (~done).float()
-        done |= nxt == EOS
-        if t + 1 < max_new:                                            # one new position per step
-            logits = model(resp[:, t:t + 1], positions=_POSITIONS[L + t:L + t + 1], attention=attention)[:, -1]
+    with torch.inference_mode():                                       # the model's passes: no autograd records
+        logits = model(ids, attention=attention, last=1)[:, -1]        # the prompt pass: (B, V)
+        for t in range(max_new):
+            nxt = torch.multinomial(F.softmax(_allowed_logits(logits), dim=-1), 1, generator=generator).squeeze(1)
+            resp[:, t] = nxt.masked_fill_(done, PAD)                   # PAD once a row has ended
+            done |= nxt == EOS
+            if t + 1 < max_new:                                        # one new position per step
+                logits = model(resp[:, t:t + 1], positions=_POSITIONS[L + t:L + t + 1], attention=attention)[:, -1]
     model.train(was_training)
+    mask = (resp != PAD).float()                  # PAD is never sampled: exactly the tokens up to and including EOS
     return {"ids": torch.cat([ids, resp], dim=1), "prompt_len": L, "mask": mask}
 
 
@@ -324,10 +327,12 @@ def sequence_logprobs(model, out):
     _check_model(model, "sequence_logprobs")
     ids, L, mask = out["ids"], out["prompt_len"], out["mask"]
     T = ids.shape[1] - L
-    logp = torch.log_softmax(_allowed_logits(model(ids[:, :-1], last=T)), dim=-1)      # (B, T, V)
-    # PAD has log-prob -inf; at padding read an allowed token's (finite) log-prob, then multiply by 0
-    resp = torch.where(mask > 0, ids[:, L:], torch.full_like(ids[:, L:], EOS))
-    return logp.gather(-1, resp[..., None]).squeeze(-1) * mask                        # (B, T)
+    logits = _allowed_logits(model(ids[:, :-1], last=T))                              # (B, T, V)
+    # log pi(y_t) is minus the cross-entropy of y_t (log-softmax, then the token's entry, in one op);
+    # padding is no target (IGNORE): 0 there, and no gradient
+    target = ids[:, L:].masked_fill(mask == 0, IGNORE)
+    return -F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=IGNORE,
+                            reduction="none").view(target.shape)                        # (B, T)
 
 
 def decode_responses(out):
