@@ -234,7 +234,7 @@ CLAIMS = (
     # ------------------------------------------------------------------ Lab 13
     C("lab13", "GRPO with the KL in the reward lands next to $\\pi^*_{RM}$, as Lab 12's PPO does",
       "lab13.grpo.lands", "beyond.optima.ppo_near_opt"),
-    C("lab13", "the policy walks off into the reward model's blind spot, many nats from $\\pi^*_{RM}$.",
+    C("lab13", "the policy walks off, many nats from $\\pi^*_{RM}$.",
       "lab13.grpo.drifts"),
     C("lab13", "The gold score falls after the first epoch, while the held-out accuracy moves by less than a point",
       "beyond.dpo.overfit", "beyond.dpo.blind"),
