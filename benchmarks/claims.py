@@ -236,6 +236,7 @@ CLAIMS = (
       "lab13.grpo.lands", "beyond.optima.ppo_near_opt"),
     C("lab13", "the policy walks off, many nats from $\\pi^*_{RM}$.",
       "lab13.grpo.drifts"),
+    C("lab13", "GRPO as written in Task 4 ends many nats from $\\pi^*_{RM}$.", "lab13.grpo.drifts"),
     C("lab13", "The gold score falls after the first epoch, while the held-out accuracy moves by less than a point",
       "beyond.dpo.overfit", "beyond.dpo.blind"),
     C("lab13", "With the KL in the score, both cells land near $\\pi^*_{RM}$ (within a quarter of a nat), scaled or not",
