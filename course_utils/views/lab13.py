@@ -121,8 +121,8 @@ def plot_frontier(referee, points, ppo_curves=None):
 
 
 def _trained(runs, specs):
-    """{label: policy} of {label: (driver, cfg)}, each trained once by ``runs``."""
-    return {label: runs.policy(driver, cfg) for label, (driver, cfg) in specs.items()}
+    """{label: policy} of {label: (driver, cfg)}, each trained once by ``runs`` (the new ones side by side)."""
+    return {label: policy for label, (policy, _) in zip(specs, runs.run_all(specs.values()))}
 
 
 class _FigureView(View):
@@ -419,8 +419,9 @@ class BetaSlider(View):
     def _prepare(self):
         if not hasattr(self, "runs"):
             self.referee = self.source.referee
-            self.runs = {b: {label: self.source.policy(driver, dataclasses.replace(cfg, beta=b))
-                             for label, (driver, cfg) in self.specs.items()} for b in self.betas}
+            trained = _trained(self.source, {(b, label): (driver, dataclasses.replace(cfg, beta=b))
+                                             for b in self.betas for label, (driver, cfg) in self.specs.items()})
+            self.runs = {b: {label: trained[b, label] for label in self.specs} for b in self.betas}
         self.figures = {b: {k: self.referee.judge(p, b) for k, p in r.items()} for b, r in self.runs.items()}
         self.labels = list(dict.fromkeys(k for r in self.runs.values() for k in r))
         self.optima = {name: {b: self.referee.optimum(name, b).stats for b in self.runs} for name in ("rm", "gold")}
