@@ -518,7 +518,7 @@ def run_all_rows(name, samples, default_workers, budget=None):
         one = med(samples[min(samples)], "cells")
         for n in sorted(samples):
             wall = med(samples[n], "cells")
-            rows.append((f"Run All {name} (fresh kernel), wall at COURSE_WORKERS={n}", [r["cells"] for r in samples[n]],
+            rows.append((f"Run All {name}, wall at COURSE_WORKERS={n} (fresh kernel)", [r["cells"] for r in samples[n]],
                          f"(CPU {statistics.median(r['kernel'] + r['workers'] for r in samples[n]):.1f} s; "
                          f"{one / wall:.2f} x as fast as {min(samples)} worker{'s' if min(samples) > 1 else ''})",
                          None))
