@@ -434,7 +434,7 @@ class BetaSlider(View):
         _optimum_curves(self.ax, self.referee)
         _gold_vs_kl_axes(self.ax, self.referee.judge(self.referee.sft, self.beta)["rm"]["gold"])
         self.fig = fig
-        self.artists = []
+        self.artists, self.frames = [], {}
 
     def draw(self, beta):
         for a in self.artists:
@@ -465,11 +465,15 @@ class BetaSlider(View):
         self.ax_kl.legend(fontsize=7)
 
     def update(self, value):
+        """The frame at beta ``value``: drawn on its first visit, then kept (a beta's frame is fixed by its
+        runs, and the slider has a few betas: show_slider's static picture draws them all)."""
         self.prepare()
         self.beta = float(value)
-        self.draw(self.beta)
-        self.fig.canvas.draw()
-        return canvas_png(self.fig.canvas)
+        if self.beta not in self.frames:
+            self.draw(self.beta)
+            self.fig.canvas.draw()
+            self.frames[self.beta] = canvas_png(self.fig.canvas)
+        return self.frames[self.beta]
 
     def caption(self):
         figs = self.figures[self.beta]
