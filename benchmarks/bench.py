@@ -468,7 +468,8 @@ def _probe(client, nb):
 def _execute(nb, cwd, env_extra=None, timeout=300, limit=900):
     """Run every cell of nb in a fresh kernel; returns {"cells": wall seconds for the cells, "whole":
     the same with the kernel's start, "kernel": the kernel's CPU seconds for the cells, "workers": the
-    CPU seconds of the processes it forked and reaped meanwhile (course_utils.parallel's runs)}.
+    CPU seconds of the processes it forked and reaped meanwhile (course_utils.parallel's runs), "peak":
+    the kernel's peak resident MiB (None where unknown)}.
 
     ``timeout`` bounds each cell, ``limit`` the whole run (a hung kernel must not hang the benchmark).
     """
@@ -499,7 +500,7 @@ def _execute(nb, cwd, env_extra=None, timeout=300, limit=900):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
-    return {"cells": t2 - t1, "whole": t2 - t0, "kernel": cpu1 - cpu0, "workers": children1 - children0}
+    return {"cells": t2 - t1, "whole": t2 - t0, "kernel": cpu1 - cpu0, "workers": children1 - children0, "peak": peak}
 
 
 def run_all_rows(name, samples, default_workers, budget=None):
@@ -518,10 +519,11 @@ def run_all_rows(name, samples, default_workers, budget=None):
         one = med(samples[min(samples)], "cells")
         for n in sorted(samples):
             wall = med(samples[n], "cells")
+            peaks = [r["peak"] for r in samples[n] if r.get("peak") is not None]
             rows.append((f"Run All {name}, wall at COURSE_WORKERS={n} (fresh kernel)", [r["cells"] for r in samples[n]],
                          f"(CPU {statistics.median(r['kernel'] + r['workers'] for r in samples[n]):.1f} s; "
-                         f"{one / wall:.2f} x as fast as {min(samples)} worker{'s' if min(samples) > 1 else ''})",
-                         None))
+                         f"{one / wall:.2f} x as fast as {min(samples)} worker{'s' if min(samples) > 1 else ''}"
+                         + (f"; kernel peak {max(peaks):.0f} MiB)" if peaks else ")"), None))
     return rows
 
 

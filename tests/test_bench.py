@@ -95,12 +95,12 @@ def test_report_beside_and_sections():
     assert report.sections_summary() == "sections: 1/2 ran; failed: two (failed: ValueError: not enough values to unpack)"
 
 
-def _run(cells, kernel, workers):
-    return {"cells": cells, "whole": cells + 0.5, "kernel": kernel, "workers": workers}
+def _run(cells, kernel, workers, peak=None):
+    return {"cells": cells, "whole": cells + 0.5, "kernel": kernel, "workers": workers, "peak": peak}
 
 
 def test_run_all_rows_count_the_workers_cpu_and_report_wall_per_worker_count():
-    samples = {1: [_run(60, 58, 0), _run(62, 59, 0), _run(61, 60, 0)],
+    samples = {1: [_run(60, 58, 0, 700), _run(62, 59, 0, 710), _run(61, 60, 0, 705)],
                2: [_run(35, 8, 55), _run(33, 9, 52), _run(34, 7, 60)],
                4: [_run(36, 9, 58), _run(38, 10, 57), _run(37, 8, 59)]}
     rows = bench.run_all_rows("lab12", samples, 2, budget=45)
@@ -111,7 +111,8 @@ def test_run_all_rows_count_the_workers_cpu_and_report_wall_per_worker_count():
     assert [w[0] for w in walls] == [f"Run All lab12, wall at COURSE_WORKERS={n} (fresh kernel)" for n in (1, 2, 4)]
     assert walls[1][1] == [35, 33, 34] and all(w[3] is None for w in walls)        # reported, not budgeted
     assert "1.79 x as fast as 1 worker" in walls[1][2] and "1.00 x" in walls[0][2]
-    assert "CPU 63.0 s" in walls[1][2]
+    assert "CPU 63.0 s" in walls[1][2] and walls[1][2].endswith("as fast as 1 worker)")
+    assert "kernel peak 710 MiB" in walls[0][2]                 # each worker count's own peak, where known
     # benchmarks/figures.py quotes the CPU row by its start: no other row may start the same way
     assert [w for w, *_ in rows if w.startswith("Run All lab12 (fresh kernel)")] == [what]
 
