@@ -47,7 +47,7 @@ from course_staff.course import LABS  # noqa: E402
 from benchmarks import provenance  # noqa: E402
 BEYOND = REPO / "notebooks" / "beyond_ppo.ipynb"
 SLIDER_CALLS = 20
-SLIDER_FIRST_DRAW_BUDGET_MS = 600   # CPU ms: a slider's first frame, in a fresh process
+SLIDER_FIRST_DRAW_BUDGET_MS = 600   # CPU ms: a slider's show() in a fresh process (static picture, first frame, widget)
 SLIDER_MOVE_BUDGET_MS = 150         # CPU ms: each later move (tests/test_lab1*_views.py hold the views to it too)
 _KERNEL_PEAK_MIB = []          # peak memory of each kernel that a Run All measurement started
 PEAKS = {}                     # {what: peak resident memory in MiB}
@@ -291,14 +291,18 @@ def bench_exact(report, repeats, ctx):
 
 
 # ----------------------------------------------------------------------------- sliders
-# Each slider's first draw is timed in a fresh Python process, as its explore cell calls it: the lab's
-# definitions loaded (load_lab), what earlier cells did (SETUP, untimed), then the cell's own view
-# (same arguments), prepared and drawn at the slider's starting value. Nothing is warm: no import,
-# figure or response tree from an earlier measurement. The later moves are timed in the same process.
+# Each slider's first draw is timed in a fresh Python process, as a student running the notebook in
+# order waits for its explore cell: the lab's definitions loaded (load_lab), what the cells above it
+# did that the slider shares (SETUP, untimed), then the cell's own view (same arguments): prepare() and
+# display(), which is show() outside grading -- show_slider's static picture of the slider at its ends
+# and start (static_frames: three frames and one stacked PNG, made before anything is displayed), the
+# frame at the slider's start and the widget. Nothing else is warm: no import, figure or response tree
+# from an earlier measurement. The later moves (update(value)) are timed in the same process.
 # Lab 12's runs come from a stand-in for train_rlhf that hands back the SFT model and the reference
-# history of the same beta: the sliders draw runs, they do not train them (training is timed above).
-# The views import matplotlib with their first figure; in Lab 12 the explore cells above the sliders
-# have drawn figures by then (Lab 11's setup cells draw one), so the set-up imports it too.
+# history of the same beta, Lab 13's from stand-ins for train_dpo and train_grpo that hand back a copy
+# of the SFT model: the sliders draw runs, they do not train them (training is timed above and in Run
+# All). The views import matplotlib with their first figure; the explore cells above the sliders have
+# drawn figures by then (Lab 11's set-up cells draw one), so the set-up imports it too.
 LAB12_SETUP = """
 import matplotlib.figure
 from course_utils.reference_curves import load_reference_curves
@@ -306,36 +310,68 @@ runs.fit_reward_model(train_reward_model)
 _reference = load_reference_curves()["runs"]
 runs.use(lambda sft, rm, rm_offset, cfg: (sft, _reference[cfg.beta][0]))
 """
-# (what, lab, setup, the explore cell's view, its first slider value, the positions of the later moves)
+# Experiment 8's comparison cell, just above OptimumSlider: it makes the SFT model's exact pass over
+# the tree that the slider then reuses (views.optimum.reference_logprobs), and draws its figure.
+LAB12_COMPARISON = LAB12_SETUP + """
+from course_utils.views.base import figure_png
+from course_utils.views.optimum import plot_sweep
+figure_png(plot_sweep(views.OptimumComparison(runs, RLHFConfig()).prepare().rows))
+"""
+# Lab 13's Frontier cell, just above BetaSlider: it trains (here: stand-ins) and judges the DPO runs the
+# slider shows, and the referee's optima and curves, then draws its figure.
+LAB13_FRONTIER = """
+import matplotlib.figure
+from course_utils.views.base import figure_png
+
+
+def train_dpo(world, cfg, after=None):
+    return copy_model(world.sft), {"after": []}
+
+
+def train_grpo(world, cfg, after=None):
+    return copy_model(world.sft), {"after": []}
+
+
+BETAS = (0.05, 0.1, 0.2)
+SPECS = {"DPO": (train_dpo, DPOConfig())}
+figure_png(views.Frontier(runs, {**{f"DPO, beta {b:g}": (train_dpo, DPOConfig(beta=b)) for b in BETAS},
+                                 "GRPO, KL in the reward, beta 0.1": (train_grpo, GRPOConfig(beta=0.1, kl_in="reward")),
+                                 "GRPO (Task 4), beta 0.1": (train_grpo, GRPOConfig(beta=0.1))}).figure())
+"""
+# (what, lab, setup, the explore cell's view, the positions of the later moves)
 SLIDERS = [
     ("Lab 11 temperature (TemperatureView)", "lab11", "", 'views.TemperatureView(model, "7+5=", generate)',
-     "1.0", "[float(t) for t in view.temperatures[::3]]"),
+     "[float(t) for t in view.temperatures[::3]]"),
     ("Lab 11 beta (BetaView)", "lab11", "", "views.BetaView(ref_first, ref_second, rewards, tilted_optimum, kl_objective)",
-     "1.0", "[float(b) for b in view.betas[::3]]"),
+     "[float(b) for b in view.betas[::3]]"),
     ("Lab 11 soft values (SoftValueView)", "lab11", "",
      "views.SoftValueView(ref_first, ref_second, rewards, token_level_optimum, tilted_optimum)",
-     "1.0", "[float(b) for b in view.betas[::3]]"),
+     "[float(b) for b in view.betas[::3]]"),
     ("Lab 12 PPO curves (CurveExplorer)", "lab12", LAB12_SETUP, "views.CurveExplorer(runs, RLHFConfig())",
-     "list(view.sweep)[len(view.sweep) // 2]", "list(view.sweep)"),
+     "list(view.sweep)"),
     ("Lab 12 samples (SampleExplorer)", "lab12", LAB12_SETUP,
      'views.SampleExplorer(runs, {"PPO, beta = 0.1": RLHFConfig(), "PPO, beta = 0": RLHFConfig(beta=0.0)})',
-     "1.0", "list(view.temperatures)"),
-    ("exact optimum beta (OptimumSlider)", "lab12", LAB12_SETUP, 'views.OptimumSlider(runs, prompt="7+5=")',
-     "0.1", "[float(b) for b in view.betas[::2]]"),
+     "list(view.temperatures)"),
+    ("exact optimum beta (OptimumSlider)", "lab12", LAB12_COMPARISON, 'views.OptimumSlider(runs, prompt="7+5=")',
+     "[float(b) for b in view.betas[::2]]"),
     ("Lab 12 critic and GAE lambda (CriticView)", "lab12", LAB12_SETUP,
      "views.CriticView(runs, RLHFConfig(), kl_penalized_rewards, gae_per_token, ppo_rlhf_loss)",
-     "0.95", "list(__import__('course_utils.views.critic', fromlist=['LAMBDAS']).LAMBDAS)"),
+     "list(__import__('course_utils.views.critic', fromlist=['LAMBDAS']).LAMBDAS)"),
+    ("Lab 13 beta (BetaSlider)", "lab13", LAB13_FRONTIER, "views.BetaSlider(runs, SPECS, betas=BETAS)",
+     "list(view.betas)"),
 ]
 _FRESH_DRAW = """
-import json, statistics, sys, time
+import contextlib, io, json, statistics, sys, time
 from course_staff.solutions import load_lab
 ns = load_lab({lab!r})
-exec({setup!r}, ns)
+with contextlib.redirect_stdout(io.StringIO()):
+    exec({setup!r}, ns)
 c0, t0 = time.process_time(), time.perf_counter()
 view = ns["view"] = eval({view!r}, ns)
 view.prepare()
 t1 = time.perf_counter()
-view.update(eval({first!r}, ns))
+with contextlib.redirect_stdout(io.StringIO()):      # outside a kernel, display() prints its outputs
+    view.display()
 first, cpu, prepare = time.perf_counter() - t0, time.process_time() - c0, t1 - t0
 values = (list(eval({positions!r}, ns)) * {calls})[1:{calls}]
 moves = []
@@ -347,10 +383,9 @@ print(json.dumps({{"first": first, "cpu": cpu, "prepare": prepare, "moves": move
 """
 
 
-def fresh_first_draw(lab, setup, view, first, positions):
+def fresh_first_draw(lab, setup, view, positions):
     """{first, cpu, prepare, moves} in seconds: one slider timed in a fresh process (see SLIDERS)."""
-    code = _FRESH_DRAW.format(lab=lab, setup=setup, view=view, first=first, positions=positions,
-                              calls=SLIDER_CALLS)
+    code = _FRESH_DRAW.format(lab=lab, setup=setup, view=view, positions=positions, calls=SLIDER_CALLS)
     env = {k: v for k, v in os.environ.items() if k != "NBGRADER_EXECUTION"}
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(REPO), env=env)
     if res.returncode:
@@ -359,18 +394,19 @@ def fresh_first_draw(lab, setup, view, first, positions):
 
 
 def bench_sliders(report, repeats, labs=LABS):
-    """Two figures per slider, each against its budget: the first draw in a fresh process (median
-    over ``repeats`` processes; SLIDER_FIRST_DRAW_BUDGET_MS) and the median of the later moves (SLIDER_MOVE_BUDGET_MS),
-    both in CPU time (a shared machine's wall clock is noisy; it is in the note)."""
-    for what, lab, setup, view, first, positions in SLIDERS:
+    """Two figures per slider, each against its budget: the first draw in a fresh process (prepare() and
+    display(), what show() does; median over ``repeats`` processes; SLIDER_FIRST_DRAW_BUDGET_MS) and the
+    median of the later moves (SLIDER_MOVE_BUDGET_MS), both in CPU time (a shared machine's wall clock is noisy; it is in the note)."""
+    for what, lab, setup, view, positions in SLIDERS:
         if lab not in labs:
             continue
-        runs = [fresh_first_draw(lab, setup, view, first, positions) for _ in range(repeats)]
+        runs = [fresh_first_draw(lab, setup, view, positions) for _ in range(repeats)]
         cpus = [r["cpu"] * 1000 for r in runs]
         moves = [m * 1000 for m in runs[0]["moves"]]
         report.add(f"slider: {what}, first draw (fresh process), CPU", cpus, unit="ms", budget=SLIDER_FIRST_DRAW_BUDGET_MS,
-                   note=f"(wall {statistics.median(r['first'] for r in runs) * 1000:.0f} ms; preparing the view "
-                        f"{statistics.median(r['prepare'] for r in runs) * 1000:.0f} ms of it, wall)")
+                   note=f"(wall {statistics.median(r['first'] for r in runs) * 1000:.0f} ms: preparing the view "
+                        f"{statistics.median(r['prepare'] for r in runs) * 1000:.0f} ms, then the static picture, "
+                        f"the first frame and the widget)")
         report.add(f"slider: {what}, later moves, CPU", [statistics.median(moves)], unit="ms", budget=SLIDER_MOVE_BUDGET_MS,
                    note=f"(median of {len(moves)}, max {max(moves):.0f} ms)")
 
@@ -384,17 +420,23 @@ def _overtime(signum, frame):
     raise _Overtime("the notebook ran past the benchmark's limit")
 
 
+# The kernel's own CPU seconds and those of its reaped children (os.times().children_*: the processes
+# that course_utils.parallel forks for a lab's independent runs, joined before run_all returns), so a
+# Run All's CPU is the lab's total, whether its runs went to workers or not.
 _PROBE = ("import os; t = os.times(); "
           "hwm = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')]; "
-          "print(f'bench-probe {hwm[0] if hwm else -1} {t.user + t.system!r}')")
-_PROBE_LINE = re.compile(r"bench-probe\s+(-?\d+)\s+([0-9.eE+-]+)")
+          "print(f'bench-probe {hwm[0] if hwm else -1} {t.user + t.system!r} "
+          "{t.children_user + t.children_system!r}')")
+_NUMBER = r"([0-9.eE+-]+)"
+_PROBE_LINE = re.compile(rf"bench-probe\s+(-?\d+)\s+{_NUMBER}\s+{_NUMBER}")
 
 
 def parse_probe(outputs):
-    """(peak resident MiB or None, CPU seconds) from the probe cell's outputs, whatever their shape:
-    the kernel may send its one line of stdout in several stream messages (a busy machine flushes
-    between print's writes), with stderr or other outputs around it, and its text as a string or a
-    list of strings. Raises ValueError, quoting the outputs, when no probe line is among them."""
+    """(peak resident MiB or None, the kernel's CPU seconds, its reaped children's CPU seconds) from
+    the probe cell's outputs, whatever their shape: the kernel may send its one line of stdout in
+    several stream messages (a busy machine flushes between print's writes), with stderr or other
+    outputs around it, and its text as a string or a list of strings. Raises ValueError, quoting the
+    outputs, when no probe line is among them."""
     def text(out):
         t = out.get("text", "")
         return "".join(t) if isinstance(t, list) else str(t)
@@ -402,15 +444,16 @@ def parse_probe(outputs):
     stdout = "".join(text(o) for o in outputs if o.get("output_type") == "stream" and o.get("name") == "stdout")
     found = _PROBE_LINE.findall(stdout)
     if not found:
-        raise ValueError(f"the kernel probe printed no 'bench-probe <KiB> <seconds>' line; its outputs: "
-                         f"{repr(outputs)[:300]}")
-    kib, cpu = found[-1]
-    return (int(kib) / 1024 if int(kib) >= 0 else None), float(cpu)
+        raise ValueError(f"the kernel probe printed no 'bench-probe <KiB> <seconds> <children's seconds>' "
+                         f"line; its outputs: {repr(outputs)[:300]}")
+    kib, cpu, children = found[-1]
+    return (int(kib) / 1024 if int(kib) >= 0 else None), float(cpu), float(children)
 
 
 def _probe(client, nb):
-    """(peak resident MiB or None, CPU seconds so far) of the kernel itself, from a cell run and removed
-    again (VmHWM: the kernel's own peak; ru_maxrss here would include the forked benchmark's pages)."""
+    """(peak resident MiB or None, CPU seconds so far of the kernel, of its reaped children) from a cell
+    run and removed again (VmHWM: the kernel's own peak; ru_maxrss here would include the forked
+    benchmark's pages; a worker's peak is not in it)."""
     import nbformat
 
     probe = nbformat.v4.new_code_cell(_PROBE)
@@ -423,8 +466,10 @@ def _probe(client, nb):
 
 
 def _execute(nb, cwd, env_extra=None, timeout=300, limit=900):
-    """Run every cell of nb in a fresh kernel; returns (seconds for the cells, seconds with kernel
-    start, the kernel's CPU seconds for the cells: what an idle machine would take, about).
+    """Run every cell of nb in a fresh kernel; returns {"cells": wall seconds for the cells, "whole":
+    the same with the kernel's start, "kernel": the kernel's CPU seconds for the cells, "workers": the
+    CPU seconds of the processes it forked and reaped meanwhile (course_utils.parallel's runs), "peak":
+    the kernel's peak resident MiB (None where unknown)}.
 
     ``timeout`` bounds each cell, ``limit`` the whole run (a hung kernel must not hang the benchmark).
     """
@@ -444,43 +489,70 @@ def _execute(nb, cwd, env_extra=None, timeout=300, limit=900):
         t0 = time.perf_counter()
         with client.setup_kernel(env=env, cwd=str(cwd), stderr=subprocess.DEVNULL):
             client.wait_for_reply(client.kc.kernel_info())
-            _, cpu0 = _probe(client, nb)
+            _, cpu0, children0 = _probe(client, nb)
             t1 = time.perf_counter()
             for index, cell in enumerate(nb.cells):
                 client.execute_cell(cell, index)
             t2 = time.perf_counter()
-            peak, cpu1 = _probe(client, nb)
+            peak, cpu1, children1 = _probe(client, nb)
             if peak is not None:                            # no /proc/self/status (not Linux): unknown
                 _KERNEL_PEAK_MIB.append(peak)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
-    return t2 - t1, t2 - t0, cpu1 - cpu0
+    return {"cells": t2 - t1, "whole": t2 - t0, "kernel": cpu1 - cpu0, "workers": children1 - children0, "peak": peak}
 
 
-def bench_run_all(report, repeats, path, budget=None, peak_budget=None):
-    """Run All of a notebook in fresh kernels: the kernel's CPU seconds for the cells against the
-    budget (the wall clock of a shared machine is noisy; it is in the note), and its peak memory."""
+def run_all_rows(name, samples, default_workers, budget=None):
+    """The rows of one notebook's Run All, from ``samples`` = {COURSE_WORKERS: [``_execute`` results]}:
+    its CPU -- the kernel's and its workers', the lab's total whatever the workers -- at the default
+    worker count (``default_workers``, what a student's kernel uses here) against ``budget``, then its
+    wall time at each worker count measured (reported, no budget). Returns [(what, runs, note, budget)]."""
+    med = lambda runs, key: statistics.median(r[key] for r in runs)         # noqa: E731
+    base = samples[default_workers]
+    rows = [(f"Run All {name} (fresh kernel), CPU: kernel and its workers",
+             [r["kernel"] + r["workers"] for r in base],
+             f"(kernel {med(base, 'kernel'):.1f} s + workers {med(base, 'workers'):.1f} s at COURSE_WORKERS="
+             f"{default_workers}, this machine's default; wall {med(base, 'cells'):.1f} s; with kernel start "
+             f"{med(base, 'whole'):.1f} s)", budget)]
+    if len(samples) > 1:
+        one = med(samples[min(samples)], "cells")
+        for n in sorted(samples):
+            wall = med(samples[n], "cells")
+            peaks = [r["peak"] for r in samples[n] if r.get("peak") is not None]
+            rows.append((f"Run All {name}, wall at COURSE_WORKERS={n} (fresh kernel)", [r["cells"] for r in samples[n]],
+                         f"(CPU {statistics.median(r['kernel'] + r['workers'] for r in samples[n]):.1f} s; "
+                         f"{one / wall:.2f} x as fast as {min(samples)} worker{'s' if min(samples) > 1 else ''}"
+                         + (f"; kernel peak {max(peaks):.0f} MiB)" if peaks else ")"), None))
+    return rows
+
+
+def bench_run_all(report, repeats, path, budget=None, peak_budget=None, workers=()):
+    """Run All of a notebook in fresh kernels: the CPU seconds of the kernel and of the workers it
+    forked (course_utils.parallel) against the budget, at this machine's default worker count (the
+    wall clock of a shared machine is noisy; it is in the note), its wall time at each COURSE_WORKERS
+    of ``workers`` (the runs interleaved), and the kernel's peak memory."""
     import nbformat
 
+    from course_utils.parallel import ENV, worker_count
+
     name = path.stem
-    what = f"Run All {name} (fresh kernel), kernel CPU"
     if not path.exists():
-        report.missing(what, f"{path.relative_to(REPO)} missing")
+        report.missing(f"Run All {name} (fresh kernel), CPU: kernel and its workers",
+                       f"{path.relative_to(REPO)} missing")
         return
-    cells, whole, cpus = [], [], []
+    default = worker_count()                        # what the kernel picks: it inherits this environment
+    samples = {n: [] for n in sorted({default, *workers})}
     _KERNEL_PEAK_MIB.clear()
     for _ in range(repeats):
-        with tempfile.TemporaryDirectory() as tmp:
-            work = Path(tmp) / name
-            shutil.copytree(path.parent, work, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-            nb = nbformat.read(str(work / path.name), as_version=4)
-            c, w, cpu = _execute(nb, work)
-        cells.append(c)
-        whole.append(w)
-        cpus.append(cpu)
-    report.add(what, cpus, budget=budget,
-               note=f"(wall {statistics.median(cells):.1f} s; with kernel start {statistics.median(whole):.1f} s)")
+        for n in samples:
+            with tempfile.TemporaryDirectory() as tmp:
+                work = Path(tmp) / name
+                shutil.copytree(path.parent, work, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+                nb = nbformat.read(str(work / path.name), as_version=4)
+                samples[n].append(_execute(nb, work, env_extra={ENV: str(n)}))
+    for what, runs, note, bound in run_all_rows(name, samples, default, budget):
+        report.add(what, runs, budget=bound, note=note)
     if not _KERNEL_PEAK_MIB:
         if peak_budget is not None:
             report.missing(f"Run All {name}: kernel peak memory", "unknown: the kernel has no /proc/self/status")
@@ -536,8 +608,8 @@ def bench_autograde(report, repeats, lab):
             grades = harness.autograde(course, lab, {"bench": submission})
             graded.append(time.perf_counter() - t0)
             plain.append(_nbconvert_execute(plain_nb, grading_env))
-            c, _, _ = _execute(nbformat.read(str(plain_nb), as_version=4), plain_nb.parent, env_extra=grading_env)
-            cells.append(c)
+            cells.append(_execute(nbformat.read(str(plain_nb), as_version=4), plain_nb.parent,
+                                  env_extra=grading_env)["cells"])
         scores = grades.get("bench", {})
         total, best = harness.total(scores), sum(harness.max_scores(course, lab).values())   # ungraded: None
     a = report.add(f"autograde {lab}: nbgrader autograde", graded, note=f"(one submission, scored {total:g}/{best:g})")
@@ -744,8 +816,9 @@ def print_beside(report):
                   f"{(other or {}).get('figure', 'n/a'):>28}", flush=True)
 
 
-RUN_ALL_BUDGETS = {"lab11": 15, "lab12": 45}      # kernel CPU seconds of a lab's Run All (none: reported only)
+RUN_ALL_BUDGETS = {"lab11": 15, "lab12": 45}      # CPU seconds of a lab's Run All, kernel and workers (none: reported only)
 RUN_ALL_PEAK_MIB = 1024
+RUN_ALL_WORKERS = {"lab12": (1, 2, 4), "lab13": (1, 2, 4)}   # labs with independent runs: wall at these COURSE_WORKERS
 
 
 def measure_everything(report, repeats, section):
@@ -766,7 +839,7 @@ def measure_everything(report, repeats, section):
             [lab for lab in LABS if notebook_path(lab).exists()])
     for lab in LABS:
         section(f"Run All {lab}", bench_run_all, report, repeats, notebook_path(lab), RUN_ALL_BUDGETS.get(lab),
-                RUN_ALL_PEAK_MIB)
+                RUN_ALL_PEAK_MIB, RUN_ALL_WORKERS.get(lab, ()))
     for lab in LABS:
         section(f"autograde {lab}", bench_autograde, report, repeats, lab)
     section("Run All beyond_ppo", bench_run_all, report, repeats, BEYOND)

@@ -10,31 +10,51 @@ def _stdout(text):
 
 
 def test_probe_parses_one_line():
-    peak, cpu = bench.parse_probe([_stdout("bench-probe 352256 2.71\n")])
-    assert peak == 344.0 and cpu == 2.71
+    peak, cpu, children = bench.parse_probe([_stdout("bench-probe 352256 2.71 40.5\n")])
+    assert peak == 344.0 and cpu == 2.71 and children == 40.5
+
+
+def test_the_probe_cell_prints_what_the_parser_reads():
+    """The probe's own code, run here: its line parses, and a reaped child's CPU is in the third field."""
+    import contextlib
+    import io
+    import subprocess
+    import sys
+
+    def probe():
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(bench._PROBE, {})
+        return bench.parse_probe([_stdout(out.getvalue())])
+
+    _, _, before = probe()
+    subprocess.run([sys.executable, "-c", "x = 0\nfor i in range(3 * 10 ** 6): x += i"], check=True)
+    _, cpu, after = probe()
+    assert cpu > 0 and after - before > 0.05, "a child's CPU, once reaped, counts in the probe"
 
 
 @pytest.mark.parametrize("outputs", [
     # the shape that crashed `autograde lab11` on an Intel machine: one print, two stream messages
     # (the kernel flushed between print's writes), the first holding one field
-    [_stdout("bench-probe 352256"), _stdout(" 2.71\n")],
-    [_stdout("bench-probe "), _stdout("352256 "), _stdout("2.71"), _stdout("\n")],
+    [_stdout("bench-probe 352256"), _stdout(" 2.71 0.5\n")],
+    [_stdout("bench-probe "), _stdout("352256 "), _stdout("2."), _stdout("71 0"), _stdout(".5\n")],
     # stderr and other outputs around it, and text as a list of strings (nbformat allows both)
     [{"output_type": "stream", "name": "stderr", "text": "UserWarning: something\n"},
-     _stdout(["bench-probe 352256 ", "2.71\n"])],
-    [_stdout("a line the notebook's last cell left 1 2\n"), _stdout("bench-probe 352256 2.71\n"),
+     _stdout(["bench-probe 352256 ", "2.71 0.5\n"])],
+    [_stdout("a line the notebook's last cell left 1 2\n"), _stdout("bench-probe 352256 2.71 0.5\n"),
      {"output_type": "display_data", "data": {"text/plain": "x"}, "metadata": {}}],
 ])
 def test_probe_parses_split_and_noisy_outputs(outputs):
-    assert bench.parse_probe(outputs) == (344.0, 2.71)
+    assert bench.parse_probe(outputs) == (344.0, 2.71, 0.5)
 
 
 def test_probe_without_peak_memory():
     """No /proc/self/status (not Linux): the peak is unknown, the CPU time still read."""
-    assert bench.parse_probe([_stdout("bench-probe -1 0.5\n")]) == (None, 0.5)
+    assert bench.parse_probe([_stdout("bench-probe -1 0.5 0.0\n")]) == (None, 0.5, 0.0)
 
 
-@pytest.mark.parametrize("outputs", [[], [_stdout("")], [_stdout("352256 2.71\n")],
+@pytest.mark.parametrize("outputs", [[], [_stdout("")], [_stdout("352256 2.71 0.5\n")],
+                                     [_stdout("bench-probe 352256 2.71\n")],         # the children's field missing
                                      [{"output_type": "error", "ename": "OSError", "evalue": "", "traceback": []}]])
 def test_probe_without_its_line_says_so(outputs):
     with pytest.raises(ValueError, match="printed no 'bench-probe"):
@@ -73,3 +93,37 @@ def test_report_beside_and_sections():
     report.section("one", "ok")
     report.section("two", "failed: ValueError: not enough values to unpack")
     assert report.sections_summary() == "sections: 1/2 ran; failed: two (failed: ValueError: not enough values to unpack)"
+
+
+def _run(cells, kernel, workers, peak=None):
+    return {"cells": cells, "whole": cells + 0.5, "kernel": kernel, "workers": workers, "peak": peak}
+
+
+def test_run_all_rows_count_the_workers_cpu_and_report_wall_per_worker_count():
+    samples = {1: [_run(60, 58, 0, 700), _run(62, 59, 0, 710), _run(61, 60, 0, 705)],
+               2: [_run(35, 8, 55), _run(33, 9, 52), _run(34, 7, 60)],
+               4: [_run(36, 9, 58), _run(38, 10, 57), _run(37, 8, 59)]}
+    rows = bench.run_all_rows("lab12", samples, 2, budget=45)
+    (what, runs, note, budget), *walls = rows
+    assert what == "Run All lab12 (fresh kernel), CPU: kernel and its workers" and budget == 45
+    assert runs == [63, 61, 67]                          # kernel + workers, at the default count (2)
+    assert "kernel 8.0 s + workers 55.0 s at COURSE_WORKERS=2" in note and "wall 34.0 s" in note
+    assert [w[0] for w in walls] == [f"Run All lab12, wall at COURSE_WORKERS={n} (fresh kernel)" for n in (1, 2, 4)]
+    assert walls[1][1] == [35, 33, 34] and all(w[3] is None for w in walls)        # reported, not budgeted
+    assert "1.79 x as fast as 1 worker" in walls[1][2] and "1.00 x" in walls[0][2]
+    assert "CPU 63.0 s" in walls[1][2] and walls[1][2].endswith("as fast as 1 worker)")
+    assert "kernel peak 710 MiB" in walls[0][2]                 # each worker count's own peak, where known
+    # benchmarks/figures.py quotes the CPU row by its start: no other row may start the same way
+    assert [w for w, *_ in rows if w.startswith("Run All lab12 (fresh kernel)")] == [what]
+
+
+def test_run_all_rows_of_a_notebook_without_workers():
+    rows = bench.run_all_rows("lab11", {2: [_run(3, 2.9, 0)]}, 2, budget=15)
+    assert len(rows) == 1 and rows[0][1] == [2.9]
+
+
+def test_every_lab_has_a_run_all_and_the_sliders_name_known_labs():
+    from course_staff.course import LABS
+    assert {lab for _, lab, *_ in bench.SLIDERS} <= set(LABS)
+    assert "lab13" in {lab for _, lab, *_ in bench.SLIDERS}
+    assert set(bench.RUN_ALL_WORKERS) <= set(LABS)

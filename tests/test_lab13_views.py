@@ -142,6 +142,10 @@ def test_beta_slider_draws_each_beta_its_own_frame(runs, moved):
     frames = {b: view.update(b) for b in (0.05, 0.1)}
     assert all(f[:4] == b"\x89PNG" for f in frames.values()) and frames[0.05] != frames[0.1]
     assert view.caption().startswith("beta = 0.1") and "pi*_RM" in view.alt()
+    assert view.update(0.05) == frames[0.05] and view.caption().startswith("beta = 0.05")   # back: the same frame
+    fresh = V.BetaSlider(runs, {"A": (fixed, Cfg(0.1, 0)), "B": (fixed, Cfg(0.1, 1))}, betas=(0.05, 0.1))
+    fresh.update(0.1)
+    assert fresh.update(0.05) == frames[0.05], "a kept frame is the frame drawn after another beta's"
 
 
 def test_ppo_reference_points_come_from_the_shipped_runs():

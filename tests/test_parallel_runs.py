@@ -136,3 +136,64 @@ def test_the_grading_sandbox_runs_serially(monkeypatch):
     args = sandbox.bwrap_command(["python", "-m", "ipykernel_launcher"], {}, "/tmp/g", "/tmp/j", {})
     i = args.index(parallel.ENV)
     assert args[i - 1:i + 2] == ["--setenv", parallel.ENV, "1"]
+
+
+# ----------------------------------------------------------------------------- Lab 13 (Lab13Runs.run_all)
+@pytest.fixture(scope="module")
+def lab13():
+    return load_lab("lab13")
+
+
+def small_world(lab13, n=256):
+    """Lab 13's world with its first ``n`` training and held-out pairs: a DPO epoch in a second."""
+    def head(pairs):
+        return {side: {"ids": pairs[side]["ids"][:n], "mask": pairs[side]["mask"][:n],
+                       "prompt_len": pairs[side]["prompt_len"]} for side in ("chosen", "rejected")}
+    world = lab13["world"]
+    return dataclasses.replace(world, train_pairs=head(world.train_pairs), held_pairs=head(world.held_pairs))
+
+
+def lab13_specs(lab13):
+    dpo, grpo = lab13["DPOConfig"](epochs=2, batch=64), lab13["GRPOConfig"](iters=3, batch=8)
+    return [(lab13["train_dpo"], dpo), (lab13["train_dpo"], dataclasses.replace(dpo, beta=0.2)),
+            (lab13["train_grpo"], grpo), (lab13["train_grpo"], dataclasses.replace(grpo, kl_in="reward"))]
+
+
+def same_weights(a, b):
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+@needs_fork
+def test_lab13_runs_side_by_side_are_the_serial_runs_bit_for_bit(lab13):
+    from course_utils.lab13_runs import Lab13Runs
+
+    specs = lab13_specs(lab13)
+    world = small_world(lab13)
+    serial = Lab13Runs(world).run_all(specs, workers=1)
+    side_by_side = Lab13Runs(world).run_all(specs, workers=2)
+    for (p1, h1), (p2, h2) in zip(serial, side_by_side):
+        assert same_weights(p1, p2)
+        assert {k: v for k, v in h1.items() if k != "after"} == {k: v for k, v in h2.items() if k != "after"}
+        assert len(h1["after"]) == len(h2["after"]) > 0                     # a copy per evaluation, each the same
+        assert all(same_weights(a, b) for a, b in zip(h1["after"], h2["after"]))
+    assert not same_weights(serial[0][0], serial[1][0])        # control: the betas' runs do differ
+    assert serial[2][1]["score"] != serial[3][1]["score"]
+
+
+@needs_fork
+def test_lab13_runs_are_kept_and_not_trained_again(lab13):
+    from course_utils.lab13_runs import Lab13Runs
+
+    runs = Lab13Runs(small_world(lab13))
+    calls = []
+
+    def counted(world, cfg, after=None):
+        calls.append(os.getpid())
+        return lab13["train_dpo"](world, cfg, after=after)
+
+    cfg = lab13["DPOConfig"](epochs=1, batch=64)
+    first = runs.run_all([(counted, cfg), (counted, dataclasses.replace(cfg, beta=0.2))], workers=2)
+    assert calls == []                                          # both ran in workers: nothing here
+    again = runs.run_all([(counted, cfg)], workers=2)
+    assert again[0] is first[0] and runs.run(counted, cfg) is first[0] and calls == []

@@ -121,8 +121,8 @@ def plot_frontier(referee, points, ppo_curves=None):
 
 
 def _trained(runs, specs):
-    """{label: policy} of {label: (driver, cfg)}, each trained once by ``runs``."""
-    return {label: runs.policy(driver, cfg) for label, (driver, cfg) in specs.items()}
+    """{label: policy} of {label: (driver, cfg)}, each trained once by ``runs`` (the new ones side by side)."""
+    return {label: policy for label, (policy, _) in zip(specs, runs.run_all(specs.values()))}
 
 
 class _FigureView(View):
@@ -419,8 +419,9 @@ class BetaSlider(View):
     def _prepare(self):
         if not hasattr(self, "runs"):
             self.referee = self.source.referee
-            self.runs = {b: {label: self.source.policy(driver, dataclasses.replace(cfg, beta=b))
-                             for label, (driver, cfg) in self.specs.items()} for b in self.betas}
+            trained = _trained(self.source, {(b, label): (driver, dataclasses.replace(cfg, beta=b))
+                                             for b in self.betas for label, (driver, cfg) in self.specs.items()})
+            self.runs = {b: {label: trained[b, label] for label in self.specs} for b in self.betas}
         self.figures = {b: {k: self.referee.judge(p, b) for k, p in r.items()} for b, r in self.runs.items()}
         self.labels = list(dict.fromkeys(k for r in self.runs.values() for k in r))
         self.optima = {name: {b: self.referee.optimum(name, b).stats for b in self.runs} for name in ("rm", "gold")}
@@ -433,7 +434,7 @@ class BetaSlider(View):
         _optimum_curves(self.ax, self.referee)
         _gold_vs_kl_axes(self.ax, self.referee.judge(self.referee.sft, self.beta)["rm"]["gold"])
         self.fig = fig
-        self.artists = []
+        self.artists, self.frames = [], {}
 
     def draw(self, beta):
         for a in self.artists:
@@ -464,11 +465,15 @@ class BetaSlider(View):
         self.ax_kl.legend(fontsize=7)
 
     def update(self, value):
+        """The frame at beta ``value``: drawn on its first visit, then kept (a beta's frame is fixed by its
+        runs, and the slider has a few betas: show_slider's static picture draws them all)."""
         self.prepare()
         self.beta = float(value)
-        self.draw(self.beta)
-        self.fig.canvas.draw()
-        return canvas_png(self.fig.canvas)
+        if self.beta not in self.frames:
+            self.draw(self.beta)
+            self.fig.canvas.draw()
+            self.frames[self.beta] = canvas_png(self.fig.canvas)
+        return self.frames[self.beta]
 
     def caption(self):
         figs = self.figures[self.beta]
