@@ -141,7 +141,7 @@ def test_views_draw_the_cache(cached):
     from course_staff.beyond import views as V
     for fig in (V.plot_summary(cached), V.plot_dpo_epochs(cached), V.plot_budget(cached, 0.1)):
         assert fig._repr_png_()[:4] == b"\x89PNG"
-    view = V.BetaSlider(cached)
+    view = V.MethodsSlider(cached)
     frames = {beta: view.update(beta) for beta in cached["betas"]}
     assert view.caption().startswith(f"beta = {cached['betas'][-1]:g}")
     assert all(png[:4] == b"\x89PNG" for png in frames.values())

@@ -19,56 +19,24 @@ from course_staff.beyond.methods import (Clock, DPOConfig, GRPOConfig, make_worl
 from course_utils.evaluation import METRICS, RESPONSE_METRICS, noise_ceiling, pair_accuracy
 from course_staff.exact import top_responses
 from course_utils.labeler import KAPPA, gold_score
-from course_utils.response_tree import ResponseTree
-from course_utils.tree_optimum import exact_optimum, policy_stats
+from course_utils import referee as exact
+from course_utils.referee import OPTIMA, gold_rewards
+from course_utils.tree_optimum import policy_stats
 from course_utils.reward_model import digit_counts
 from course_utils.runtime import progress
 
 BETAS = (0.05, 0.1, 0.2, 0.5)
 METHODS = ("PPO", "DPO", "GRPO", "GRPO, KL in reward")
 GRPO_VARIANTS = {"GRPO": "loss", "GRPO, KL in reward": "reward"}     # method -> GRPOConfig.kl_in
-OPTIMA = ("rm", "gold")
 SHOWN_PROMPT = "7+5="                     # the prompt whose most likely responses are kept
-STAT_KEYS = ("kl", "kl_to_opt", "gap", "reward", *RESPONSE_METRICS)
 CURVE_KEYS = tuple(k for k in METRICS if k != "digits")   # per-iteration sampled figures kept for PPO/GRPO
 
 
-def gold_rewards(tree):
-    """The labeler's Bradley-Terry reward KAPPA * gold(y): tree tensors (P, S_d, 13)."""
-    return [KAPPA * f[..., 0] for f in tree.features]
-
-
-def _numbers(stats, optimum=None):
-    """The floats of a response_tree.Stats; with the optimum, J* - J too."""
-    out = {k: getattr(stats, k) for k in STAT_KEYS if getattr(stats, k, None) is not None}
-    if optimum is not None:
-        out["gap"] = optimum.objective - stats.objective
-    return out
-
-
-class Referee:
-    """Exact figures of policies on the response tree of all 100 prompts, against both optima."""
+class Referee(exact.Referee):
+    """course_utils.referee's Referee of a world, with the top responses and worst prompts the notebook prints."""
 
     def __init__(self, world, tree=None):
-        self.tree = tree or ResponseTree.build()
-        self.ref = self.tree.logprobs(world.sft)
-        self.rewards = {"rm": self.tree.rm_rewards(world.rm, world.rm_offset), "gold": gold_rewards(self.tree)}
-        self._optima = {}
-
-    def optimum(self, name, beta):
-        if (name, beta) not in self._optima:
-            self._optima[name, beta] = exact_optimum(self.tree, self.ref, self.rewards[name], beta)
-        return self._optima[name, beta]
-
-    def logp(self, policy):
-        return policy if isinstance(policy, list) else self.tree.logprobs(policy)
-
-    def judge(self, policy, beta):
-        """{"rm": figures, "gold": figures} of a policy (a TinyLM, or its tree log-probs) at beta."""
-        logp = self.logp(policy)
-        return {name: _numbers(policy_stats(self.tree, logp, self.ref, self.rewards[name], beta,
-                                            optimum=self.optimum(name, beta)), self.optimum(name, beta))
-                for name in OPTIMA}
+        super().__init__(world.sft, world.rm, world.rm_offset, tree)
 
     def top(self, policy, prompt=SHOWN_PROMPT, k=5):
         """The k most likely responses to one prompt: [[text, probability], ...]."""

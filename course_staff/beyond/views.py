@@ -4,7 +4,7 @@ of course_staff.beyond.results), so they run in milliseconds and train nothing.
     display(plot_summary(res))          # gold and the distances to both optima, over beta
     display(plot_dpo_epochs(res))       # DPO epoch by epoch: gold (exact) and held-out pair accuracy
     display(plot_budget(res, 0.1))      # PPO and GRPO over the same CPU time
-    BetaSlider(res).show()              # every policy at one beta, on a slider
+    MethodsSlider(res).show()           # every policy at one beta, on a slider
 """
 
 import numpy as np
@@ -126,7 +126,7 @@ def plot_budget(res, beta):
     return fig
 
 
-class BetaSlider(View):
+class MethodsSlider(View):
     """Every policy at one beta of the cache: gold and accuracy, the distances to both optima, and the
     most likely answers to the cached prompt (course_utils.views.base's protocol: ``show()``, and
     ``update(beta)`` -> PNG bytes of the frame, ``caption()`` the line under the slider)."""
@@ -152,7 +152,7 @@ class BetaSlider(View):
         if log:
             ax.set_yscale("log")
 
-    def draw(self, beta):
+    def draw_frame(self, beta):
         ax_gold, ax_kl, ax_top = self.axes
         for ax in self.axes:
             ax.clear()
@@ -179,11 +179,11 @@ class BetaSlider(View):
             ax_top.text(0.0, 1 - (i + 0.45) / len(rows), shown, fontsize=9, transform=ax_top.transAxes, va="top")
         self.fig.suptitle(rf"$\beta$ = {beta:g}", fontsize=12)
 
-    def update(self, value):
-        """Draw every policy at beta = ``value`` (one of the cached betas); returns the frame's PNG bytes."""
+    def update(self, cached_beta):
+        """Draw every policy at one of the cached betas; returns the frame's PNG bytes."""
         self.prepare()
-        self.beta = value
-        self.draw(value)
+        self.beta = cached_beta
+        self.draw_frame(cached_beta)
         self.fig.canvas.draw()
         return canvas_png(self.fig.canvas)
 
@@ -212,4 +212,4 @@ def answer_text(response):
     return response[:-5] if response.endswith("<eos>") else response + "…"
 
 
-__all__ = ["answer_text", "policies", "figures", "plot_summary", "plot_dpo_epochs", "plot_budget", "BetaSlider"]
+__all__ = ["answer_text", "policies", "figures", "plot_summary", "plot_dpo_epochs", "plot_budget", "MethodsSlider"]
