@@ -13,8 +13,15 @@ from course_utils import parallel, runtime
 from course_utils.prefs import DigitRM
 from course_utils.runs import RunCache
 from course_utils.tinylm import load_sft
+from tests.requirements import missing
 
-needs_fork = pytest.mark.skipif(not parallel.can_fork(), reason="no fork on this system: runs are serial")
+@pytest.fixture
+def fork():
+    if not parallel.can_fork():
+        missing("fork", "no fork on this system: runs are serial")
+
+
+needs_fork = pytest.mark.usefixtures("fork")
 
 
 @pytest.fixture(scope="module")
