@@ -32,7 +32,7 @@ CACHE_PATH = Path(__file__).with_name("data") / "beyond_ppo_results.json"
 INPUT_FILES = ["course_staff/beyond/methods.py", "course_staff/beyond/experiment.py", "course_utils/tinylm.py",
                "course_utils/labeler.py", "course_utils/reward_model.py", "course_utils/ppo_helpers.py",
                "course_utils/response_tree.py", "course_utils/tree_optimum.py", "course_utils/world.py",
-               "course_utils/evaluation.py", "course_staff/exact.py",
+               "course_utils/evaluation.py", "course_utils/referee.py", "course_staff/exact.py",
                "course_utils/data/sft.pt"]
 LAB_NAMES = {"lab12": ["RLHFConfig", "train_rlhf", "train_reward_model", "comparisons", "bt_loss",
                        "ranking_to_pairs", "kl_penalized_rewards", "gae_per_token", "ppo_rlhf_loss"],
