@@ -53,7 +53,8 @@ from course_utils.evaluation import METRICS, RESPONSE_METRICS, gold_order_agreem
 from course_utils.reward_model import DigitRM, digit_counts
 from course_utils.response_tree import ResponseTree
 from course_utils.tinylm import TOKENS, encode_prompts, make_batch, sample, sequence_logprobs
-from course_utils.evaluation import exact_entropy, last_third
+from course_utils.evaluation import last_third
+from course_utils.response_tree import exact_entropy
 from course_utils.world import N_OFFSET, Seeds, make_world
 
 from benchmarks import criteria

@@ -8,7 +8,6 @@
     gold_order_agreement(rm, ...)      pair_accuracy of an RM against the noise-free gold order
     sft_offset(rm, sft_model, n, seed) the mean RM score of SFT samples (scores minus it: SFT at about 0)
     last_third(hist, key)              the mean of a history's metric over its last third: where a run settled
-    exact_entropy(tree, model)         the entropy of a policy over whole responses, every response enumerated
 """
 
 import random
@@ -77,15 +76,3 @@ def last_third(hist, key):
     """Mean of ``hist[key]`` over the last third of the iterations: where a run has settled."""
     values = hist[key][-(len(hist[key]) // 3 or 1):]
     return sum(values) / len(values)
-
-
-def exact_entropy(tree, model):
-    """Mean over the tree's prompts (a ``response_tree.ResponseTree``) of the entropy of pi(y | x)
-    over whole responses, in nats (exact)."""
-    from course_utils.response_tree import expectation, path_logprobs, response_probs
-
-    with torch.no_grad():
-        logp = tree.logprobs(model)
-        probs = response_probs(logp)
-        logs = [torch.where(p > 0, lp, torch.zeros_like(lp)) for p, lp in zip(probs, path_logprobs(logp))]
-        return float(-expectation(probs, logs).mean())

@@ -22,6 +22,7 @@ Usage:
     rewards = tree.rm_rewards(rm, rm_offset)           # r(y) = rm(digit_counts(y)) - rm_offset
     probs = response_probs(ref_logp)                   # pi(y | x) of every complete response
     expectation(probs, rewards), kl_divergence(policy_logp, ref_logp)     # (P,) each, exact
+    exact_entropy(tree, sft)                           # the mean entropy over whole responses
 
 The KL-regularized optimum solved on this tree is ``course_utils.tree_optimum``. Only ``logprobs``
 runs a model.
@@ -323,5 +324,15 @@ def from_complete(values):
     return trees
 
 
+def exact_entropy(tree, model):
+    """Mean over the tree's prompts (a ``ResponseTree``) of the entropy of pi(y | x)
+    over whole responses, in nats (exact)."""
+    with torch.no_grad():
+        logp = tree.logprobs(model)
+        probs = response_probs(logp)
+        logs = [torch.where(p > 0, lp, torch.zeros_like(lp)) for p, lp in zip(probs, path_logprobs(logp))]
+        return float(-expectation(probs, logs).mean())
+
+
 __all__ = ["ACTIONS", "TERMINAL", "ALL_PROMPTS", "FEATURES", "ResponseTree", "reach_logprobs", "path_logprobs",
-           "response_probs", "expectation", "kl_divergence", "complete_only", "from_complete"]
+           "response_probs", "expectation", "kl_divergence", "exact_entropy", "complete_only", "from_complete"]

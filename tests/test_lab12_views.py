@@ -17,7 +17,8 @@ import torch
 from course_utils import parallel
 from course_utils.checks import needs
 from course_utils.prefs import DigitRM
-from course_utils.evaluation import METRICS, exact_entropy, last_third, sft_offset
+from course_utils.evaluation import METRICS, last_third, sft_offset
+from course_utils.response_tree import exact_entropy
 from course_utils.reference_curves import REFERENCE_PATH, load_reference_curves
 from course_utils.runs import SWEEP_BETAS, RunCache
 from course_utils.world import N_OFFSET, N_PROMPTS, NOTEBOOK

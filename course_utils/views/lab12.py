@@ -20,7 +20,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from course_utils.evaluation import METRICS, exact_entropy, gold_order_agreement, last_third
+from course_utils.evaluation import METRICS, gold_order_agreement, last_third
+from course_utils.response_tree import exact_entropy
 from course_utils.labeler import ranked_data
 from course_utils.response_tree import FEATURES, ResponseTree, complete_only, response_probs
 from course_utils.runs import SWEEP_BETAS, RunCache
