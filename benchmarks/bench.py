@@ -590,7 +590,7 @@ def bench_autograde(report, repeats, lab):
     notebook: both commands with NBGRADER_EXECUTION set (the grader's view of the notebook) and the
     same Execute settings (nbgrader_config.py's timeout and immediate kernel shutdown)."""
     import nbformat
-    from tests import harness
+    from course_staff.testbed import harness
 
     if not notebook_path(lab).exists() or not (REPO / "release" / lab / f"{lab}.ipynb").exists():
         report.missing(f"autograde {lab} / plain execution", f"source or release of {lab} missing")

@@ -4,7 +4,7 @@ again with the grading sandbox off (course_staff/grading/sandbox.py: what the sa
     python -m benchmarks.bench_class            # or: make bench-class   (about 8 minutes on 2 cores)
     python -m benchmarks.bench_class --size 12  # a smaller class
 
-The class is tests/classroom.py's: the lifecycle test's Lab 11 students repeated to ``size``. A
+The class is course_staff/testbed/classroom.py's: the lifecycle test's Lab 11 students repeated to ``size``. A
 throwaway PostgreSQL server (course_staff.grading.postgres) gets one database per run; the lab is recorded
 before the clock starts; each run is the whole `make autograde LAB=lab11 JOBS=<n>` command
 (python -m course_staff.grading.class_grading), start-up included, on a fresh copy of the course. Then every
@@ -32,9 +32,9 @@ HERE = Path(__file__).resolve().parent
 
 from benchmarks import provenance  # noqa: E402
 from benchmarks.bench import commit, machine, today  # noqa: E402  (benchmarks/bench.py: the same notes on every figure)
-from tests import harness as h  # noqa: E402
+from course_staff.testbed import harness as h  # noqa: E402
 from course_staff.grading.postgres import Server  # noqa: E402
-from tests import classroom  # noqa: E402
+from course_staff.testbed import classroom  # noqa: E402
 
 LAB = classroom.LAB
 RESULTS = HERE / "results" / "bench_class.json"

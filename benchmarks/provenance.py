@@ -33,7 +33,7 @@ MEASURED = {"bench.json": ["benchmarks/bench.py", "benchmarks/ppo_floor.py", "co
             "make_test.json": ["benchmarks/bench.py", "course_utils", "course_staff", "tests", "source",
                                "notebooks", "Makefile", ".ci/run", "pyproject.toml", "environment.yml"],
             "bench_class.json": ["benchmarks/bench_class.py", "course_utils", "course_staff/grading",
-                                 "tests/classroom.py", "tests/harness.py", "tests/students", "source/lab11/lab11.ipynb",
+                                 "course_staff/testbed/classroom.py", "course_staff/testbed/harness.py", "course_staff/testbed/students", "source/lab11/lab11.ipynb",
                                  "nbgrader_config.py"]}
 # how each is made again
 REMAKE = {"bench.json": "make bench", "make_test.json": "python -m benchmarks.bench --make-test",

@@ -4,7 +4,7 @@
         entry.name, entry.file, entry.notebook
 
 Each entry starts from the release notebook with every answer filled in from the instructor's
-solution (tests/harness.py: ``solved_submission``), so a correct grade is full marks on every check
+solution (course_staff/testbed/harness.py: ``solved_submission``), so a correct grade is full marks on every check
 cell and each written answer waiting for a TA, and then makes one edit that nbgrader support threads
 keep meeting: a pasted cell (two cells with one grade id), a file saved under another name, a deleted
 or edited read-only cell, the nbgrader metadata dropped by another editor, ``input()`` left in a
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import nbformat
 
-from tests import harness as h
+from course_staff.testbed import harness as h
 
 LAB = "lab12"
 TASK_CHECK = "test_bt_loss"           # the check cell of Task 1, and its answer cell

@@ -50,9 +50,9 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session", autouse=True)
 def shared_course_templates(tmp_path_factory):
-    """The folder where tests/harness.py generates each set of labs once for the whole run: under xdist,
+    """The folder where course_staff/testbed/harness.py generates each set of labs once for the whole run: under xdist,
     the parent of the workers' own folders (all workers of one run share it)."""
-    from tests import harness
+    from course_staff.testbed import harness
     base = tmp_path_factory.getbasetemp()
     shared = (base.parent if base.name.startswith("popen-gw") else base) / "course-templates"
     shared.mkdir(exist_ok=True)

@@ -18,9 +18,9 @@ import re
 
 import nbformat
 
-from tests import harness as h
+from course_staff.testbed import harness as h
 from course_staff.solutions import load_lab
-from tests.lab_tables import table
+from course_staff.testbed.lab_tables import table
 
 
 VISIBLE_PASSED = re.compile(r"visible checks pass")   # printed at the end of a check cell's visible part

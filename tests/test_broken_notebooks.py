@@ -17,10 +17,10 @@ import nbformat
 import pytest
 
 from tests import broken_notebooks as bn
-from tests import harness as h
+from course_staff.testbed import harness as h
 from course_staff.edition import lab_cells
 from course_utils import notebook_problems, selfcheck
-from tests.lab_tables import table
+from course_staff.testbed.lab_tables import table
 
 
 @pytest.fixture(scope="module")

@@ -79,7 +79,7 @@ def flat(tree, prefix=()):
 
 def expected_problems(verdicts):
     """What in one environment's verdicts is not what the course expects (empty when all is well)."""
-    from tests import lab_tables
+    from course_staff.testbed import lab_tables
     problems = []
     for lab, students in verdicts.get("grading", {}).items():
         t = lab_tables.table(lab)

@@ -1,11 +1,11 @@
 """A class of 30 graded in parallel on a real PostgreSQL gradebook, as two machines would.
 
 Two course checkouts ("machines") share one exchange and one PostgreSQL gradebook. The lab is
-recorded once; 30 simulated students (each kind three times) (tests/classroom.py) fetch and submit; each machine collects
+recorded once; 30 simulated students (each kind three times) (course_staff/testbed/classroom.py) fetch and submit; each machine collects
 the whole class and grades its shard (SHARD=1/2, SHARD=2/2) with JOBS=2, both machines at the same
 time (four graders writing to one gradebook); each writes the feedback of its shard; one exports
 grades.csv and the per-task CSV. The reference: what each distinct notebook of the class must score,
-cell by cell (tests/students), which plain `nbgrader autograde` on SQLite gives them in
+cell by cell (course_staff/testbed/students), which plain `nbgrader autograde` on SQLite gives them in
 tests/test_lifecycle.py (the same roster, graded once there). Every student's every cell must equal
 the reference for that student's notebook, and every student appear once in grades.csv.
 
@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from tests import harness as h
+from course_staff.testbed import harness as h
 from course_staff.grading.class_grading import graded, shard_of
-from tests import classroom
+from course_staff.testbed import classroom
 from tests import requirements
-from tests import students as st
+from course_staff.testbed import students as st
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,7 @@ from nbgrader.api import Gradebook
 from course_staff import course
 from course_staff.edition import student_edition as edition
 from course_staff.edition.leaks import files_of
-from tests import harness as h
+from course_staff.testbed import harness as h
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Object of type:Warning")]   # nbgrader add_submission's SQLAlchemy chatter
 

@@ -14,8 +14,8 @@ from nbclient import NotebookClient
 
 from course_utils.kernel_client import SteadyKernelManager
 
-from tests import harness as h
-from tests.lab_tables import table
+from course_staff.testbed import harness as h
+from course_staff.testbed.lab_tables import table
 
 pytestmark = pytest.mark.slow
 LABS = [lab for lab in h.LABS if table(lab).concepts]     # the labs with concept checks

@@ -28,7 +28,7 @@ import pytest
 
 from course_staff.course import LABS, REPO
 from course_staff.edition.leaks import split_cell
-from tests.lab_tables import table
+from course_staff.testbed.lab_tables import table
 
 MIN_CHARS = 10
 RUNGS = ("Hint 1", "Hint 2", "Hint 3")

@@ -1,4 +1,4 @@
-"""Each lab's table (tests/lab_tables) matches its source notebook, and what students read holds
+"""Each lab's table (course_staff/testbed/lab_tables) matches its source notebook, and what students read holds
 what the course promises: the points its text states are the metadata's (each task heading, concept
 check and question, the intro table, the total), a hint for every task, written answers with a model
 answer and a rubric in the source and neither in the release. Fast: no nbgrader, no kernel."""
@@ -8,9 +8,9 @@ import re
 import nbformat
 import pytest
 
-from tests import harness as h
+from course_staff.testbed import harness as h
 from course_staff.edition.rubrics import written_answers
-from tests.lab_tables import table
+from course_staff.testbed.lab_tables import table
 
 LABS = h.LABS
 HINT = re.compile(r"<details><summary>Hint( \d)?[^<]*</summary>")
@@ -33,7 +33,7 @@ def test_every_graded_cell_is_in_the_table_with_its_points(lab):
 
 
 def test_tables_name_cells_and_never_points():
-    from tests.lab_tables import task
+    from course_staff.testbed.lab_tables import task
     with pytest.raises(TypeError, match="points live in the notebook"):
         task("bt_loss", 2)
     with pytest.raises(KeyError, match="no graded cell"):

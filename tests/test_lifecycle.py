@@ -23,10 +23,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests import harness as h
+from course_staff.testbed import harness as h
 from course_staff.course import COURSE_ID, WITHHELD
-from tests import students as st
-from tests.lab_tables import table
+from course_staff.testbed import students as st
+from course_staff.testbed.lab_tables import table
 
 pytestmark = pytest.mark.slow
 

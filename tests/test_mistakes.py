@@ -10,9 +10,9 @@ mutant catalogue, in test-fast. tests/test_mutants.py grades the same notebooks 
 
 import pytest
 
-from tests import harness as h
+from course_staff.testbed import harness as h
 from tests import in_process
-from tests.lab_tables import table
+from course_staff.testbed.lab_tables import table
 
 MISTAKES = [(lab, row, m) for lab in h.LABS for row, m in table(lab).mistakes()]
 VARIANTS = [(lab, row, v) for lab in h.LABS for row, v in table(lab).variants()]

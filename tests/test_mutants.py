@@ -1,5 +1,5 @@
 """Each lab graded by the real nbgrader: the solution, a blank notebook, every mistake and every
-correct variant of its table (tests/lab_tables), in ONE `nbgrader autograde` call per lab on a
+correct variant of its table (course_staff/testbed/lab_tables), in ONE `nbgrader autograde` call per lab on a
 temporary course.
 
     solution  full marks on every check cell; its written answers wait for a TA
@@ -21,9 +21,9 @@ Run one lab with `pytest tests/test_mutants.py -k lab12`.
 import nbformat
 import pytest
 
-from tests import harness as h
+from course_staff.testbed import harness as h
 from tests import in_process
-from tests.lab_tables import table
+from course_staff.testbed.lab_tables import table
 
 pytestmark = pytest.mark.slow
 LABS = h.LABS

@@ -31,8 +31,8 @@ import pytest
 
 from course_staff.solutions import notebook_path
 from tests import in_process
-from tests.harness import LABS
-from tests.lab_tables import table
+from course_staff.testbed.harness import LABS
+from course_staff.testbed.lab_tables import table
 
 # a stand-in "model": answers every prompt with the logits it was given (duck-typed, not a TinyLM)
 STANDIN = '''
@@ -254,7 +254,7 @@ def group_advantages(scores, scale=True, eps=1e-6):
 
 def check_cells(lab):
     """{task function: [check cell sources]}: the check cells of each task of the lab's table
-    (tests/lab_tables), from the source notebook (each holds the visible checks and, between its
+    (course_staff/testbed/lab_tables), from the source notebook (each holds the visible checks and, between its
     markers, the hidden ones). Concept checks ask for a number or a set read off an experiment, not
     for a function: they are not tasks here."""
     nb = nbformat.read(str(notebook_path(lab)), as_version=4)

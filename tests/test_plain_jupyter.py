@@ -24,7 +24,7 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbconvert import HTMLExporter
 
-from tests import harness as h
+from course_staff.testbed import harness as h
 
 pytestmark = pytest.mark.slow
 LABS = h.LABS

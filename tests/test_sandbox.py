@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import harness as h
+from course_staff.testbed import harness as h
 from course_staff.grading import sandbox
 from course_staff.grading.nbgrader_plugins import QUOTED, hidden_lines, quoted_hidden_tests
 

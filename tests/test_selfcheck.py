@@ -1,13 +1,13 @@
 """course_utils.selfcheck: what a student's `make check` reports.
 
 Fast tests read verdicts off hand-made executed notebooks; the slow ones run real kernels on the
-release notebook and on solved copies (tests/harness.py) with a mistake spliced in.
+release notebook and on solved copies (course_staff/testbed/harness.py) with a mistake spliced in.
 """
 
 import nbformat
 import pytest
 
-from tests.lab_tables import table
+from course_staff.testbed.lab_tables import table
 
 from course_utils import selfcheck
 
@@ -145,7 +145,7 @@ def test_lab_notebooks_are_those_with_checks(tmp_path):
 # `make check` on both in the student edition's own venv)
 @pytest.mark.slow
 def test_a_mistake_a_slow_cell_and_the_rest_passing(tmp_path, monkeypatch):
-    from tests.harness import solved_submission
+    from course_staff.testbed.harness import solved_submission
 
     nb = solved_submission("lab11", edits={
         "response_logprobs_solution": [("F.log_softmax(", "F.softmax(")]})

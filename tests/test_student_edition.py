@@ -6,7 +6,7 @@ PATH, run the README's first command (``make lab``: set-up in a fresh .venv, the
 once it answers); run the start-here notebook; run each blank lab top to bottom as JupyterLab's Run
 All would (the only tracebacks allowed are the unfinished tasks' checks); run the README's second
 command (``make check``) on the blank labs, then on the labs with every solution cell filled from
-source/ (tests/harness.py), where every visible check must pass.
+source/ (course_staff/testbed/harness.py), where every visible check must pass.
 """
 
 import json
@@ -20,7 +20,7 @@ import nbformat
 import pytest
 
 from course_staff.edition import student_edition as edition
-from tests.harness import solved_submission
+from course_staff.testbed.harness import solved_submission
 from course_staff.edition.leaks import leaks
 from course_utils import selfcheck
 from course_staff.course import REPO as ROOT

@@ -17,15 +17,15 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests import harness as h
+from course_staff.testbed import harness as h
 from course_staff import course
 from course_staff.grading.class_grading import graded
 from course_staff.grading.late_policy import LatePolicy
 from course_staff.grading.manual_scores import SHADOWED
 from course_staff.grading.nbgrader_plugins import TAMPER_ALARM, RestoreReadOnlyCells, check_config
-from tests import classroom
-from tests import students as st
-from tests.lab_tables import table
+from course_staff.testbed import classroom
+from course_staff.testbed import students as st
+from course_staff.testbed.lab_tables import table
 
 LAB = "lab11"
 DUE = datetime(2026, 1, 15, 23, 59, tzinfo=timezone.utc)

@@ -15,7 +15,7 @@ The control: everything 100x tighter fails the solution (a tolerance that small 
 import pytest
 
 from tests import verdicts as V
-from tests.lab_tables import table
+from course_staff.testbed.lab_tables import table
 
 pytestmark = pytest.mark.slow
 

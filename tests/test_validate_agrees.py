@@ -18,15 +18,15 @@ For each simulated student below, both graders see the same notebook, and
 
 import pytest
 
-from tests import harness as h
-from tests.lab_tables import table
-from tests import students as st
+from course_staff.testbed import harness as h
+from course_staff.testbed.lab_tables import table
+from course_staff.testbed import students as st
 
 pytestmark = pytest.mark.slow
 
 
 def chatty(lab):
-    """The task whose function writes to stderr in the "chatter" student (tests/students' PARTS, keyed by lab)."""
+    """The task whose function writes to stderr in the "chatter" student (course_staff/testbed/students' PARTS, keyed by lab)."""
     return st.PARTS[lab]["chatter"]
 
 

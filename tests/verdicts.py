@@ -6,7 +6,7 @@ matrix (tests/test_capability_matrix.py) compares between CPU kernels and thread
 Three parts, each a dict of plain verdicts (booleans and short labels, never the numbers behind them):
 
 * ``grading``: each lab's check cells, in-process (tests/in_process.py), on the instructor's solution
-  and on every mistake and correct variant of the lab tables (tests/lab_tables). Per check cell: did
+  and on every mistake and correct variant of the lab tables (course_staff/testbed/lab_tables). Per check cell: did
   its visible part pass (it printed "visible checks pass"), and did it score full points (hidden
   tests included).
 * ``science``: the one-seed smoke run of ``make science`` (tests/test_science.py): per criterion,
@@ -32,9 +32,9 @@ import torch  # noqa: E402
 import course_utils.tinylm  # noqa: E402,F401 -- sets one thread; each --run sets its own below
 from tests import in_process  # noqa: E402
 from course_utils.runtime import machine_record  # noqa: E402
-from tests.lab_tables import table  # noqa: E402
+from course_staff.testbed.lab_tables import table  # noqa: E402
 
-from tests.harness import LABS  # noqa: E402
+from course_staff.testbed.harness import LABS  # noqa: E402
 PARTS = ("grading", "science", "reference")
 
 

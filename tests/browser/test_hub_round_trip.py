@@ -36,7 +36,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests import harness                      # tests/harness.py: the reference solution, the release, a course copy
+from course_staff.testbed import harness                      # course_staff/testbed/harness.py: the reference solution, the release, a course copy
 from course_staff.hub import COURSE, exchange, server_environment
 from tests import requirements
 from course_staff.course import REPO

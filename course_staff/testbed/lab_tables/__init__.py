@@ -1,6 +1,6 @@
 """One table per lab of everything that is graded: tasks, concept checks and written questions.
 
-    from tests.lab_tables import table
+    from course_staff.testbed.lab_tables import table
     lab = table("lab12")
     lab.task("gae_per_token").checks     -> {"test_gae_per_token": 2.0, "test_gae_per_token_returns": 1.0, ...}
     lab.auto_marks()                     -> {check cell: points} of every autograded cell
@@ -10,7 +10,7 @@ A row is a Task (a function the student writes: its solution cell, its check cel
 mistakes that must lose points there and nowhere else, and other correct versions that must keep
 full marks), a Concept (a concept check: the cell holding the answer, its check cell, and wrong
 answers), or a Question (a written answer cell, graded by hand). The simulated students
-(tests/students), the mutant catalogue (tests/test_mutants.py) and the lifecycle read these tables,
+(course_staff/testbed/students), the mutant catalogue (tests/test_mutants.py) and the lifecycle read these tables,
 by name; tests/test_lab_tables.py checks each against its source notebook, cell by cell.
 
 Points have one source, the nbgrader metadata of the source notebook: ``table(lab)`` reads them
@@ -159,7 +159,7 @@ def notebook_points(lab):
     """{grade_id: points} of every graded cell of the source notebook: the one source of points."""
     import nbformat
 
-    from tests.harness import REPO
+    from course_staff.testbed.harness import REPO
 
     cells = nbformat.read(str(REPO / "source" / lab / f"{lab}.ipynb"), as_version=4).cells
     graded = (c.metadata.get("nbgrader", {}) for c in cells)
@@ -170,7 +170,7 @@ def notebook_points(lab):
 def table(lab):
     """The table of ``lab`` ("lab11" or "lab12"), with the points of its source notebook."""
     from importlib import import_module
-    return import_module(f"tests.lab_tables.{lab}").TABLE.with_points(notebook_points(lab))
+    return import_module(f"course_staff.testbed.lab_tables.{lab}").TABLE.with_points(notebook_points(lab))
 
 
 __all__ = ["Mistake", "Task", "Concept", "Question", "Lab", "task", "table", "notebook_points"]

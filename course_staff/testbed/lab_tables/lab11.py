@@ -8,7 +8,7 @@ Gumbel-max sampling, logaddexp, nansum, ..., some of them emitting numpy warning
 marks (tests/test_mutants.py).
 """
 
-from tests.lab_tables import Concept, Lab, Mistake as M, Question, task
+from course_staff.testbed.lab_tables import Concept, Lab, Mistake as M, Question, task
 
 
 def _v(name, body, old):

@@ -3,13 +3,13 @@
 Each builder returns a submission (an nbformat notebook, or a str written as is) together with the
 scores it must get, as {grade cell: points}. A written answer that a TA has yet to read expects None
 (nbgrader leaves it to a human); a blank one expects 0. Builders name a lab's tasks, concept checks
-and questions as its table does (tests/lab_tables): ``row(lab, "gae_per_token")``.
+and questions as its table does (course_staff/testbed/lab_tables): ``row(lab, "gae_per_token")``.
 """
 
 import re
 
-from tests import harness as h
-from tests.lab_tables import table
+from course_staff.testbed import harness as h
+from course_staff.testbed.lab_tables import table
 
 
 def row(lab, name):
@@ -294,7 +294,7 @@ def not_json(lab):
 
 
 # ----------------------------------------------------------------------------- the lifecycle's roster
-# each lab's tasks, by name (its table: tests/lab_tables), for the students below
+# each lab's tasks, by name (its table: course_staff/testbed/lab_tables), for the students below
 PARTS = {
     "lab11": {"partial": ("response_logprobs", "sample_with_temperature", "tilted_optimum", "token_level_optimum",
                           "concept_entropy_limit"),

@@ -6,7 +6,7 @@ check cells and nowhere else, and the check's message must name the mistake (``s
 another correct formulation that must keep full marks (tests/test_mutants.py, tests/test_mistakes.py).
 """
 
-from tests.lab_tables import Lab, Mistake as M, Question, task
+from course_staff.testbed.lab_tables import Lab, Mistake as M, Question, task
 
 
 def _v(name, body, first_line):

@@ -6,7 +6,7 @@ own row's check cells and nowhere else, and the check's message must name the mi
 each variant is another correct formulation that must keep full marks (tests/test_mutants.py).
 """
 
-from tests.lab_tables import Concept, Lab, Mistake as M, Question, task
+from course_staff.testbed.lab_tables import Concept, Lab, Mistake as M, Question, task
 
 
 def _v(name, body, first_line):

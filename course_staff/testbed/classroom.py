@@ -15,8 +15,8 @@ with the grade of its kind.
 
 import itertools
 
-from tests import harness as h
-from tests import students
+from course_staff.testbed import harness as h
+from course_staff.testbed import students
 
 LAB = "lab11"
 LEFT_OUT = {"loop"}          # infinite loop: one 30 s timeout per call
