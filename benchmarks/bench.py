@@ -22,7 +22,6 @@ measured change, `make test` and this script print a warning naming it and them.
 import argparse
 import json
 import os
-import platform
 import re
 import resource
 import shutil
@@ -45,6 +44,7 @@ from course_utils.tinylm import load_sft  # noqa: E402
 from course_staff.course import LABS  # noqa: E402
 
 from benchmarks import provenance  # noqa: E402
+from benchmarks.provenance import capability, commit, cpu_flags, machine, today  # noqa: E402,F401  -- the record of a run
 BEYOND = REPO / "notebooks" / "beyond_ppo.ipynb"
 SLIDER_CALLS = 20
 SLIDER_FIRST_DRAW_BUDGET_MS = 600   # CPU ms: a slider's show() in a fresh process (static picture, first frame, widget)
@@ -145,20 +145,6 @@ def cpu_note(cpu):
     return f"cpu {cpu:.2f} s"
 
 
-def cpu_flags():
-    """The CPU's vector extensions that matter to torch's kernels: {"avx2": bool, "avx512": bool}
-    (from /proc/cpuinfo; both False where it cannot be read)."""
-    flags = set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                break
-    except OSError:
-        pass
-    return {"avx2": "avx2" in flags, "avx512": "avx512f" in flags}
-
-
 # The budgets hold on a 2-core machine whose CPU has AVX2 only (a student's laptop). A CPU with
 # AVX-512 ran the same code 1.9-2.5 times as fast (issue 35), so there a timing must come within
 # HALF its budget. Memory and ratios (autograde / plain execution) are judged as they are everywhere.
@@ -173,37 +159,6 @@ def judged_budget(budget, unit, flags=None):
     if budget is None or unit not in TIME_UNITS or not flags["avx512"]:
         return budget
     return budget * AVX512_SHARE
-
-
-def capability():
-    """torch's CPU kernels in this process ("AVX512", "AVX2", "DEFAULT", ...; ATEN_CPU_CAPABILITY
-    lowers it)."""
-    return torch.backends.cpu.get_cpu_capability()
-
-
-def machine():
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
-        mem_txt = f", {mem:.1f} GiB RAM"
-    except (ValueError, OSError, AttributeError):
-        mem_txt = ""
-    load = ""
-    if hasattr(os, "getloadavg"):
-        load = f", load average {os.getloadavg()[0]:.2f}"
-    flags = cpu_flags()
-    vector = "AVX-512" if flags["avx512"] else "AVX2 only" if flags["avx2"] else "no AVX2"
-    return (f"{platform.system()} {platform.release()}, {cpu}, {os.cpu_count()} cores{mem_txt}{load}; "
-            f"Python {platform.python_version()}, torch {torch.__version__} "
-            f"({torch.get_num_threads()} thread{'s' if torch.get_num_threads() > 1 else ''}); "
-            f"CPU flags: {vector}, torch kernels {capability()}")
 
 
 # ----------------------------------------------------------------------------- course_utils
@@ -641,20 +596,6 @@ def bench_make_test(report):
 
 
 # ----------------------------------------------------------------------------- results
-def today():
-    """The date and time of a run, UTC."""
-    from datetime import datetime, timezone
-    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def commit():
-    """The short hash of HEAD, with "+changes" when the working tree differs from it."""
-    res = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
-                           text=True).stdout.strip()
-    return (res.stdout.strip() or "unknown") + ("+changes" if dirty else "")
-
-
 DEFAULT_KERNELS = "ATEN_CPU_CAPABILITY=default"     # what an older CPU runs: torch's kernels without AVX
 DEFAULT_LABEL = "default kernels"
 

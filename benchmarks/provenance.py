@@ -11,10 +11,17 @@ fails a test. Once the files it measured have changed it is *stale*: `make test`
 and the bench targets print a warning naming the figure and the files, and nothing fails.
 Re-measuring is the maintainer's choice, on a quiet machine. (benchmarks/figures.py renders the
 figures into the documents that quote them.)
+
+The files a figure measured are listed in MEASURED, or, for the science table, derived from the code
+it ran (``science_files``: the import closure of benchmarks.science, the lab notebooks it loads, the
+weights it reads and the tests its ledger ran), so the list cannot drift from the code.
 """
 
+import ast
 import hashlib
 import json
+import os
+import platform
 import subprocess
 import sys
 from functools import lru_cache
@@ -35,9 +42,13 @@ MEASURED = {"bench.json": ["benchmarks/bench.py", "benchmarks/ppo_floor.py", "co
             "bench_class.json": ["benchmarks/bench_class.py", "course_utils", "course_staff/grading",
                                  "course_staff/testbed/classroom.py", "course_staff/testbed/harness.py", "course_staff/testbed/students", "source/lab11/lab11.ipynb",
                                  "nbgrader_config.py"]}
-# how each is made again
+# how each is made again (every results file this module judges, in the order the warnings name them)
 REMAKE = {"bench.json": "make bench", "make_test.json": "python -m benchmarks.bench --make-test",
           "bench_class.json": "make bench-class", "science.json": "make science"}
+SCIENCE_ROOT = "benchmarks.science"      # the science table's files: what running this module reads (science_files)
+# the measurement lane's bookkeeping: modules that record and render figures and compute none, so the files
+# a figure measured do not include them (nor what only they import)
+BOOKKEEPING = ("benchmarks.provenance", "benchmarks.figures")
 
 # ----------------------------------------------------------------------------- fingerprints
 def _code(rel, data):
@@ -64,8 +75,11 @@ def file_code(rel, root=REPO):
     return _cached_code(str(path), rel, stat.st_mtime_ns, stat.st_size)
 
 
-def measured_files(name, root=REPO):
-    """The files (paths relative to root) that MEASURED[name] names today."""
+def measured_files(name, root=REPO, tests=None):
+    """The files (paths relative to root) that MEASURED[name] names today; for the science table, the
+    files its run reads (science_files; ``tests``: the pytest node ids its ledger ran)."""
+    if name == "science.json":
+        return science_files(root, tests)
     out = []
     for rel in MEASURED[name]:
         path = Path(root) / rel
@@ -78,21 +92,165 @@ def measured_files(name, root=REPO):
     return out
 
 
-def fingerprint(name, root=REPO):
+def fingerprint(name, root=REPO, tests=None):
     """sha256 of the files a results file measured, and of torch's version."""
     import torch
 
     h = hashlib.sha256(f"torch {torch.__version__}".encode())
-    for rel in measured_files(name, root):
+    for rel in measured_files(name, root, tests):
         h.update(rel.encode() + file_code(rel, root))
     return h.hexdigest()
 
 
-def inputs(name, root=REPO):
-    """{file: digest of its code} of what MEASURED[name] names: a results file records it, so that a later
-    run can say which files changed."""
+def inputs(name, root=REPO, tests=None):
+    """{file: digest of its code} of what a results file measured (measured_files): a results file records
+    it, so that a later run can say which files changed."""
     return {rel: hashlib.sha256(file_code(rel, root)).hexdigest()[:16]
-            for rel in measured_files(name, root)}
+            for rel in measured_files(name, root, tests)}
+
+
+# ----------------------------------------------------------------------------- what a run reads: its imports
+# The course's own modules live in these packages; an import of anything else (torch, nbgrader) is not a file
+# of the repository. The import graph below is read from the syntax trees alone (nothing is imported), every
+# import counted wherever it stands: at the top of a module or inside a function (a lazy import runs too).
+PACKAGES = ("course_utils", "course_staff", "benchmarks", "tests")
+
+
+def module_files(root=REPO, packages=PACKAGES):
+    """{module name: file relative to root} of every .py file of ``packages`` (a package: its __init__)."""
+    out = {}
+    for package in packages:
+        for path in sorted((Path(root) / package).rglob("*.py")):
+            rel = path.relative_to(root)
+            if "__pycache__" in rel.parts or ".ipynb_checkpoints" in rel.parts:
+                continue
+            parts = rel.with_suffix("").parts
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = rel.as_posix()
+    return out
+
+
+@lru_cache(maxsize=None)
+def _cached_tree(path, mtime_ns, size):
+    return ast.parse(Path(path).read_bytes())
+
+
+def _tree(rel, root):
+    """The syntax tree of a .py file, or of a notebook's code cells (IPython-only lines left out)."""
+    path = Path(root) / rel
+    if rel.endswith(".ipynb"):
+        cells = json.loads(path.read_bytes())["cells"]
+        code = "\n".join(line for c in cells if c["cell_type"] == "code"
+                         for line in ("".join(c["source"]) if isinstance(c["source"], list) else c["source"]).splitlines()
+                         if not line.lstrip().startswith(("%", "!")))
+        return ast.parse(code)
+    stat = path.stat()
+    return _cached_tree(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+def imported(tree, module, is_package, known):
+    """The modules of ``known`` that the code of ``module`` imports: ``import a.b``, ``from a import b``
+    (a.b when it is a module, else a), ``from . import b`` resolved against its package."""
+    package = module if is_package else module.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1] if package else []
+                base = ".".join([*anchor, *([base] if base else [])])
+            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+        else:
+            continue
+        out |= {n for n in names if n in known}
+    out.discard(module)
+    return out
+
+
+def import_graph(root=REPO, packages=PACKAGES):
+    """{module: {modules of the course it imports}} over every module of ``packages``."""
+    files = module_files(root, packages)
+    return {m: imported(_tree(rel, root), m, rel.endswith("__init__.py"), files) for m, rel in files.items()}
+
+
+def import_cycles(graph):
+    """The groups of modules that import each other, directly or round a longer loop (the strongly
+    connected components of more than one module), each as a sorted list."""
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+
+    def visit(v):                                     # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def science_files(root=REPO, tests=None):
+    """The files a science run reads (relative to root), derived from the code, not listed by hand:
+
+    - every module of the course that benchmarks.science imports, directly or through another (lazy
+      imports inside functions too), with the packages they sit in (their __init__ runs first); a string
+      that names a module counts as its import (science.MODULES, loaded by importlib);
+    - every lab notebook whose name a string of that code holds (``load_lab("lab12")``), and what its
+      code cells import in turn;
+    - the weights (.pt) those modules name beside them (``Path(__file__).with_name("data") / "sft.pt"``);
+    - the test files of ``tests`` (the pytest node ids the ledger ran: claims.cited_tests()), what they
+      import, and the conftest.py files pytest loads for them.
+
+    The BOOKKEEPING modules (which record the run) are left out, and what only they import.
+    """
+    from course_staff.course import labs, source_notebook
+
+    modules = module_files(root)
+    notebooks = {lab: source_notebook(lab, root).relative_to(root).as_posix() for lab in labs(root)}
+    todo = [modules[SCIENCE_ROOT]]
+    for node_id in tests or ():
+        rel = node_id.split("::")[0]
+        todo.append(rel)
+        for parent in Path(rel).parents:
+            if (Path(root) / parent / "conftest.py").exists():
+                todo.append((parent / "conftest.py").as_posix())
+    seen = set()
+    while todo:
+        rel = todo.pop()
+        if rel in seen or not (Path(root) / rel).exists() or rel in {modules.get(m) for m in BOOKKEEPING}:
+            continue
+        seen.add(rel)
+        if not rel.endswith((".py", ".ipynb")):
+            continue
+        name = next((m for m, r in modules.items() if r == rel), "")
+        tree = _tree(rel, root)
+        found = imported(tree, name, rel.endswith("__init__.py"), modules)
+        strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        found |= strings & set(modules)
+        for m in found:
+            todo += [modules[p] for p in (".".join(m.split(".")[:i]) for i in range(1, m.count(".") + 2)) if p in modules]
+        todo += [notebooks[s] for s in strings & set(notebooks)]
+        data = (Path(root) / rel).parent / "data"
+        todo += [(data / s).relative_to(root).as_posix() for s in strings
+                 if s.endswith(".pt") and "/" not in s and (data / s).is_file()]
+    return sorted(seen)
 
 
 def _git(*args, root=REPO):
@@ -100,23 +258,83 @@ def _git(*args, root=REPO):
     return res.stdout if res.returncode == 0 else None
 
 
+# ----------------------------------------------------------------------------- the record of a run
+def commit(root=REPO):
+    """The short hash of the clone's HEAD, with "+changes" when its working tree differs from it."""
+    head = (_git("rev-parse", "--short", "HEAD", root=root) or b"").decode().strip()
+    dirty = (_git("status", "--porcelain", "--untracked-files=no", root=root) or b"").strip()
+    return (head or "unknown") + ("+changes" if dirty else "")
+
+
+def today():
+    """The date and time of a run, UTC."""
+    from datetime import datetime, timezone
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _cpuinfo(key):
+    """The value of the first ``key`` line of /proc/cpuinfo ("" where it cannot be read)."""
+    try:
+        return next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith(key)), "")
+    except OSError:
+        return ""
+
+
+def cpu_flags():
+    """The CPU's vector extensions that matter to torch's kernels: {"avx2": bool, "avx512": bool}
+    (from /proc/cpuinfo; both False where it cannot be read)."""
+    flags = set(_cpuinfo("flags").split())
+    return {"avx2": "avx2" in flags, "avx512": "avx512f" in flags}
+
+
+def capability():
+    """torch's CPU kernels in this process ("AVX512", "AVX2", "DEFAULT", ...; ATEN_CPU_CAPABILITY
+    lowers it)."""
+    import torch
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def machine():
+    """The machine a figure is measured on, in one line: system, CPU, cores, memory, load, Python, torch
+    and its threads, the CPU's vector extensions and the kernels torch runs."""
+    import torch
+    cpu = _cpuinfo("model name") or platform.processor() or platform.machine()
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
+        mem_txt = f", {mem:.1f} GiB RAM"
+    except (ValueError, OSError, AttributeError):
+        mem_txt = ""
+    load = f", load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else ""
+    flags = cpu_flags()
+    vector = "AVX-512" if flags["avx512"] else "AVX2 only" if flags["avx2"] else "no AVX2"
+    threads = torch.get_num_threads()
+    return (f"{platform.system()} {platform.release()}, {cpu}, {os.cpu_count()} cores{mem_txt}{load}; "
+            f"Python {platform.python_version()}, torch {torch.__version__} "
+            f"({threads} thread{'s' if threads > 1 else ''}); "
+            f"CPU flags: {vector}, torch kernels {capability()}")
+
+
 def changed_since(name, data, root=REPO):
     """The files whose code differs from what the results ``data`` measured ([] when current): by the
     digests the results record, else against the commit they name (git), else unknown."""
-    if data.get("fingerprint") and data["fingerprint"] == fingerprint(name, root):
+    tests = data.get("ledger_tests")                  # the science table's: the tests its ledger ran
+    if data.get("fingerprint") and data["fingerprint"] == fingerprint(name, root, tests):
         return []
-    now = inputs(name, root)
+    now = inputs(name, root, tests)
     if "inputs" in data:
         then = data["inputs"]
         return sorted(f for f in set(now) | set(then) if now.get(f) != then.get(f))
     commit = str(data.get("commit", "")).split("+")[0]
-    diff = _git("diff", "--name-only", commit, "--", *MEASURED[name], root=root) if commit else None
+    paths = MEASURED.get(name) or sorted(now)
+    diff = _git("diff", "--name-only", commit, "--", *paths, root=root) if commit else None
     if diff is None:
-        return ["(which files is not known: the results name no commit this clone has)"]
-    untracked = _git("ls-files", "--others", "--exclude-standard", "--", *MEASURED[name], root=root) or b""
+        return [f"(which files is not known: the results record {'a commit this clone does not have' if commit else 'no commit'} "
+                "and no digests)"]
+    untracked = _git("ls-files", "--others", "--exclude-standard", "--", *paths, root=root) or b""
     changed = []
     for rel in sorted(set(diff.decode().split()) | set(untracked.decode().split())):
-        if rel not in MEASURED[name] and not rel.endswith((".py", ".ipynb", ".pt")):
+        if rel not in paths and not rel.endswith((".py", ".ipynb", ".pt")):
             continue                                   # not a file the figure measured (a README, a PNG)
         old = _git("show", f"{commit}:{rel}", root=root)
         then = None if old is None else hashlib.sha256(_code(rel, old)).hexdigest()[:16]
@@ -132,39 +350,22 @@ def results(name):
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def _science_stale():
-    """The criteria that results/science.json and the code disagree on (names, claims, thresholds, controls)."""
-    from benchmarks import science
-
-    data = results("science.json")
-    committed = {(c["experiment"], c["name"], c["claim"], c["threshold"], tuple(c["controls"]))
-                 for c in data["criteria"]}
-    code = {(e.name, c.name, c.claim, c.threshold_text(), tuple(label for label, _ in c.controls))
-            for e in science.experiments() for c in e.criteria}
-    return sorted({f"{e}.{n}" for e, n, *_ in committed ^ code})
-
-
 def stale_report(root=REPO):
     """One line per stale figure (empty when every committed figure measured the current files)."""
     lines = []
-    for name in MEASURED:
+    for name in REMAKE:
         data = results(name)
         if data is None:
             lines.append(f"benchmarks/results/{name} is missing ({REMAKE[name]} makes it)")
             continue
-        changed = changed_since(name, data, root)
+        try:
+            changed = changed_since(name, data, root)
+        except Exception as err:  # noqa: BLE001 -- a warning must not turn into an error
+            changed = [f"(could not tell: {type(err).__name__}: {err})"]
         if changed:
             shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
             lines.append(f"benchmarks/results/{name} (commit {data.get('commit', '?')}) is stale: changed since: "
                          f"{shown} (re-measure: {REMAKE[name]})")
-    if results("science.json") is not None:
-        try:
-            differ = _science_stale()
-        except Exception as err:  # noqa: BLE001 -- a warning must not turn into an error
-            differ = [f"(could not compare: {type(err).__name__}: {err})"]
-        if differ:
-            lines.append(f"benchmarks/results/science.json judged other criteria than the code's: {', '.join(differ)} "
-                         f"(re-measure: {REMAKE['science.json']})")
     from course_staff.beyond.results import load_cache
     if load_cache() is None:
         lines.append("course_staff/beyond/data/beyond_ppo_results.json (a cache) is stale: the Beyond PPO notebook "

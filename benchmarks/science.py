@@ -26,7 +26,16 @@ Experiments live in modules listed in MODULES, each exposing ``EXPERIMENTS`` (a 
 one worker process, so experiments of a lab can share that seed's expensive set-up (see
 science_lab12.world). ``--short 4`` divides every training run's length by 4: the smoke runs of
 tests/test_science.py, where verdicts are not decided. Raw figures go to
-benchmarks/results/science.json (a full run) or artifacts/science.json (a partial one).
+benchmarks/results/science.json (a full run) or artifacts/science.json (a partial one), with their
+provenance as bench.json has it (command, commit, date, machine, load, threads) and the digests of the
+files the run read (benchmarks/provenance.py: science_files, derived from the code), so that a later
+change to any of them names the table as stale (a warning of `make test`, never a failure).
+
+A run made elsewhere (a clone of another commit, a machine of its own) is written into the results
+with the provenance of the tree that ran it, and a run under ATEN_CPU_CAPABILITY=default of the same
+code beside it:
+
+    python -m benchmarks.science --from-raw /tmp/sciN.json --ran-in /tmp/sciN [--beside /tmp/sciD.json]
 """
 
 import argparse
@@ -36,7 +45,6 @@ import json
 import math
 import multiprocessing as mp
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -46,6 +54,7 @@ HERE = Path(__file__).resolve().parent
 
 from benchmarks import claims  # noqa: E402  -- the ledger of the notebooks' sentences (it imports nothing of this module)
 from benchmarks import criteria  # noqa: E402
+from benchmarks import provenance  # noqa: E402  -- the record of a run (it imports nothing of this module)
 from benchmarks.criteria import Criterion, Experiment  # noqa: E402,F401  -- re-exported for the experiment modules' readers
 
 MODULES = ("benchmarks.science_lab11", "benchmarks.science_lab12", "benchmarks.science_lab13",
@@ -178,19 +187,6 @@ def met_on_every_seed(verdicts):
     return {f"{v.experiment}.{v.criterion.name}" for v in verdicts if all(v.met) and v.controls_fail}
 
 
-def machine():
-    """The machine a measured figure was measured on: CPU model, cores, threads, kernels, load."""
-    import torch
-    cpu = platform.processor() or platform.machine()
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "kernels": torch.backends.cpu.get_cpu_capability(), "load": round(os.getloadavg()[0], 1)}
-
-
 def measure(seeds, jobs):
     """The measurement lane: figures of time and cost (science_*.MEASURED), with the machine they were
     measured on. They back no criterion and decide nothing."""
@@ -198,7 +194,7 @@ def measure(seeds, jobs):
     if not exps:
         return {}
     results = run(seeds, [e.name for e in exps], jobs, attr="MEASURED")
-    return {"machine": machine(), "figures": {e.name: [r[e.name] for r in results] for e in exps}}
+    return {"machine": provenance.machine(), "figures": {e.name: [r[e.name] for r in results] for e in exps}}
 
 
 def markdown(path=RESULTS):
@@ -219,8 +215,113 @@ def markdown(path=RESULTS):
                     f"{sum(c['met'])}/{n} |") if first else "| | | | |"
             lines.append(f"{left} {label} | {span(fmt, control['values'])} | {sum(control['fails'])}/{n} |")
             first = False
-    lines += [""] + [f"`{line}`  " for line in data["summary"][:-1]] + [f"`{data['summary'][-1]}`"]
+    lines += [""] + _summary_lines(data["summary"], _raw_machine(data)["machine"])
+    beside = data.get(DEFAULT_LABEL)
+    if beside:
+        lines += ["", f"The same code under {DEFAULT_KERNELS} (torch's kernels without AVX):"]
+        lines += [""] + _summary_lines(beside["summary"], _raw_machine(beside)["machine"])
+    if "commit" in data:
+        lines += ["", f"Made by `{data['command']}` at commit {data['commit']}, {data['date']}"
+                      + (f"; {data['converted']}" if data.get("converted") else "") + "."]
+    else:
+        lines += ["", "(This run records no command, commit, date or machine: it was written before science.json "
+                      "recorded its provenance.)"]
     return "\n".join(lines)
+
+
+def _summary_lines(summary, machine):
+    """A run's closing lines as the README quotes them, then the machine that ran it (if recorded)."""
+    return [f"`{line}`  " for line in summary] + ([f"({machine})"] if machine else [])
+
+
+# ----------------------------------------------------------------------------- provenance
+DEFAULT_KERNELS = "ATEN_CPU_CAPABILITY=default"      # what an older CPU runs: torch's kernels without AVX
+DEFAULT_LABEL = "default kernels"                   # the key of such a run beside the native one
+
+
+def provenance_record(ledger_tests, root=provenance.REPO):
+    """What a results file records of the code a run ran: its commit, and the digests of every file it
+    reads (provenance.science_files) of the tree at ``root`` (the clone that ran it)."""
+    return {"commit": provenance.commit(root), "ledger_tests": list(ledger_tests),
+            "fingerprint": provenance.fingerprint(RESULTS.name, root, ledger_tests),
+            "inputs": provenance.inputs(RESULTS.name, root, ledger_tests)}
+
+
+def machine_record():
+    """The machine of a run made here (bench.json's fields)."""
+    import torch
+    return {"machine": provenance.machine(), "cpu_flags": provenance.cpu_flags(),
+            "capability": provenance.capability(), "threads": torch.get_num_threads()}
+
+
+def _raw_machine(raw):
+    """The machine record of a raw output of an earlier writer (its "machine": cpu, cores, torch_threads,
+    kernels, load). The CPU flags are read here only when this machine has the same CPU model."""
+    m = raw.get("machine")
+    if not isinstance(m, dict):                  # a record of this writer, or none
+        return {k: raw.get(k) for k in ("machine", "cpu_flags", "capability", "threads")}
+    here = provenance._cpuinfo("model name")
+    flags = provenance.cpu_flags() if here and here == m.get("cpu") else None
+    vector = "?" if flags is None else "AVX-512" if flags["avx512"] else "AVX2 only" if flags["avx2"] else "no AVX2"
+    threads = m.get("torch_threads")
+    return {"machine": f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores; torch {threads} thread"
+                       f"{'s' if threads != 1 else ''}; CPU flags: {vector}, torch kernels {m.get('kernels', '?')}",
+            "cpu_flags": flags, "capability": m.get("kernels"), "threads": threads}
+
+
+def _raw_command(raw):
+    """The command of a raw output that does not record it, rebuilt from what it does record."""
+    if raw.get("command"):
+        return raw["command"]
+    parts = ["python -m benchmarks.science", f"--jobs {raw.get('jobs', 1)}"]
+    parts += [f"--seeds {len(raw['seeds'])}"] if len(raw.get("seeds", [])) != SEEDS else []
+    parts += [f"--short {raw['short']}"] if raw.get("short", 1) != 1 else []
+    parts += ["--no-measure"] if not raw.get("measured") else []
+    return " ".join(parts) + " (rebuilt from the raw file)"
+
+
+def _raw_date(path, raw):
+    if raw.get("date"):
+        return raw["date"]
+    from datetime import datetime, timezone
+    when = datetime.fromtimestamp(Path(path).stat().st_mtime, timezone.utc)
+    return when.strftime("%Y-%m-%d %H:%M UTC") + " (when the raw file was written)"
+
+
+def from_raw(raw_path, ran_in, beside=None, beside_ran_in=None, out=RESULTS):
+    """Write ``out`` (results/science.json) from the raw output of a run made in the clone ``ran_in``
+    (``python -m benchmarks.science --out raw.json`` there), with the provenance of that clone: its
+    commit (as it is: another commit than this clone's is named so) and the digests of the files the
+    run read there. ``beside``: the raw output of the same code under ATEN_CPU_CAPABILITY=default (made in
+    ``beside_ran_in``, default ``ran_in``), recorded beside it. Returns the record written."""
+    raw = json.loads(Path(raw_path).read_text())
+    ledger = raw.get("ledger_tests") or raw.get("tests_passed", [])       # an earlier writer: the tests that passed
+    record = {"command": _raw_command(raw), "date": _raw_date(raw_path, raw), **_raw_machine(raw),
+              "load": raw["load"] if isinstance(raw.get("load"), list) else [None, raw.get("load")],
+              **provenance_record(ledger, ran_in)}
+    record["converted"] = (f"written into benchmarks/results by --from-raw at commit {provenance.commit()} "
+                           f"on {provenance.today()}")
+    record.update({k: v for k, v in raw.items() if k not in record and k != "machine"})
+    if beside:
+        other = json.loads(Path(beside).read_text())
+        other_ledger = other.get("ledger_tests") or other.get("tests_passed", [])
+        where = beside_ran_in or ran_in
+        theirs = provenance.inputs(RESULTS.name, where, ledger)
+        if theirs != record["inputs"]:
+            differ = sorted(f for f in set(theirs) | set(record["inputs"]) if theirs.get(f) != record["inputs"].get(f))
+            raise SystemExit(f"{beside} ran other code than {raw_path} (files that differ: {', '.join(differ)})")
+        kernels = _raw_machine(other)
+        if str(kernels["capability"]).upper() != "DEFAULT":
+            raise SystemExit(f"{beside} ran with torch kernels {kernels['capability']}, not under {DEFAULT_KERNELS}")
+        record[DEFAULT_LABEL] = {
+            "command": _raw_command(other), "commit": provenance.commit(where), "date": _raw_date(beside, other),
+            **kernels, "load": other.get("load"), "wall_s": other.get("wall_s"), "summary": other["summary"],
+            "tests_passed": sorted(other.get("tests_passed", [])), "ledger_tests": other_ledger,
+            "criteria": [{k: c[k] for k in ("experiment", "name", "values", "met", "controls", "controls_fail")}
+                         for c in other["criteria"]]}
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(record, indent=1) + "\n")
+    return record
 
 
 # ----------------------------------------------------------------------------- main
@@ -234,15 +335,36 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, help="where the raw figures go (default: results/science.json after a "
                         "full run, artifacts/science.json after a partial one)")
     parser.add_argument("--markdown", action="store_true", help="print the README table from results/science.json")
+    parser.add_argument("--from-raw", type=Path, metavar="RAW", help="run nothing: write results/science.json (or "
+                        "--out) from the raw output RAW of a run made in the clone --ran-in, with that clone's provenance")
+    parser.add_argument("--ran-in", type=Path, metavar="CLONE", help="the clone whose code made --from-raw's file")
+    parser.add_argument("--beside", type=Path, metavar="RAW", help=f"the raw output of the same code under "
+                        f"{DEFAULT_KERNELS}, recorded beside the run (a clone: --beside-ran-in, default --ran-in)")
+    parser.add_argument("--beside-ran-in", type=Path, metavar="CLONE", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.markdown:
         print(markdown())
+        return 0
+    if args.from_raw:
+        if not args.ran_in:
+            parser.error("--from-raw needs --ran-in: the clone whose code ran it (its commit and files are recorded)")
+        record = from_raw(args.from_raw, args.ran_in, args.beside, args.beside_ran_in, args.out or RESULTS)
+        print(f"wrote {args.out or RESULTS}: a run at commit {record['commit']} ({record['date']})")
+        print("\n".join(record["summary"]))
+        if DEFAULT_LABEL in record:
+            print(f"beside it, under {DEFAULT_KERNELS}:\n" + "\n".join(record[DEFAULT_LABEL]["summary"]))
+        provenance.render_documents()
         return 0
 
     names = criteria_by_name()
     print(claims.summary_line(claims.backed(names=names)))   # before the run: quotes found, every backing named
     exps = experiments(args.only)
     seeds = list(range(args.seeds))
+    ledger = claims.cited_tests()
+    command = " ".join(["python -m benchmarks.science", *(argv if argv is not None else sys.argv[1:])])
+    record = {"command": command, "date": provenance.today(), **machine_record(),
+              **provenance_record(ledger)}                   # the code as it is when the run starts
+    load_start = os.getloadavg()[0]
     t0 = time.perf_counter()
     results = run(seeds, [e.name for e in exps], args.jobs, args.short)
     wall = time.perf_counter() - t0
@@ -259,7 +381,7 @@ def main(argv=None):
         print(f"measured (not a criterion): {name}: " + ", ".join(
             f"{k} {min(r[k] for r in per_seed):.3f}..{max(r[k] for r in per_seed):.3f}"
             for k in per_seed[0] if k not in ("inputs", "cpu_s")) + f" on {measured['machine']}")
-    tests = claims.run_tests(claims.cited_tests())          # the ledger's tests, run now
+    tests = claims.run_tests(ledger)                        # the ledger's tests, run now
     states = claims.backed(names=names, met=met_on_every_seed(verdicts), tests_passed=tests)
     for c, ok in states if full else ():
         if not ok and not all(claims.is_measured(b) for b in c.backed_by):
@@ -269,10 +391,13 @@ def main(argv=None):
     lines, ok = [claim_line] + lines, ok and (all(s for _, s in states) or not full)
     out = args.out or (RESULTS if full else HERE.parent / "artifacts" / "science.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"seeds": seeds, "jobs": args.jobs, "short": args.short, "wall_s": round(wall, 1),
-                               "cpu_s": round(cpu, 1), "load": load, "machine": machine(), "summary": lines,
-                               "criteria": [v.as_dict() for v in verdicts], "measured": measured,
-                               "tests_passed": sorted(tests), "results": results}, indent=1) + "\n")
+    if args.beside:
+        print(f"warning: --beside is for --from-raw (a finished run); {args.beside} is not recorded")
+    record.update({"load": [load_start, os.getloadavg()[0]], "seeds": seeds, "jobs": args.jobs, "short": args.short,
+                   "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "summary": lines,
+                   "criteria": [v.as_dict() for v in verdicts], "measured": measured,
+                   "tests_passed": sorted(tests), "results": results})
+    out.write_text(json.dumps(record, indent=1) + "\n")
     print(f"raw figures: {out}")
     print("\n".join(lines))
     return 0 if ok else 1

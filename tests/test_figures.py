@@ -107,12 +107,62 @@ def test_the_files_changed_since_are_named_from_the_commit_when_the_results_reco
 
 def test_the_stale_report_names_each_stale_figure_and_fails_nothing(monkeypatch, tmp_path):
     monkeypatch.setattr(provenance, "RESULTS", tmp_path)
-    for name in ("bench.json", "make_test.json", "bench_class.json"):
+    for name in provenance.REMAKE:
         data = json.loads((provenance.REPO / "benchmarks" / "results" / name).read_text())
-        data["fingerprint"], data["inputs"] = "old", {**provenance.inputs(name), "course_utils/tinylm.py": "0" * 16}
+        now = provenance.inputs(name, tests=data.get("ledger_tests"))
+        data["fingerprint"], data["inputs"] = "old", {**now, "course_utils/tinylm.py": "0" * 16}
         (tmp_path / name).write_text(json.dumps(data))
     lines = provenance.stale_report()
     stale = [ln for ln in lines if "is stale: changed since:" in ln]
-    assert len(stale) == 3 and all(ln.endswith("changed since: course_utils/tinylm.py (re-measure: "
+    assert len(stale) == 4 and all(ln.endswith("changed since: course_utils/tinylm.py (re-measure: "
                                                + provenance.REMAKE[ln.split()[0].split("/")[-1]] + ")")
                                    for ln in stale), lines
+
+
+# ----------------------------------------------------------------------------- the science table's provenance
+def test_the_science_tables_files_are_what_its_run_reads():
+    """Derived from the code (provenance.science_files): the experiments and what they import, lazily too,
+    the notebooks they load, the weights they read, the tests the ledger ran; nothing it does not run."""
+    files = provenance.science_files(tests=["tests/test_claims.py::test_x"])
+    assert {"benchmarks/science.py", "benchmarks/criteria.py", "benchmarks/science_lab12.py",
+            "benchmarks/science_beyond.py", "course_utils/tinylm.py", "course_utils/tree_optimum.py",
+            "course_staff/beyond/methods.py", "source/lab11/lab11.ipynb", "source/lab12/lab12.ipynb",
+            "course_utils/data/sft.pt", "tests/test_claims.py", "tests/conftest.py"} <= set(files), files
+    assert "course_utils/views/critic.py" in files, "imported inside a function of science_lab12 (a lazy import)"
+    experiments = provenance.science_files()
+    assert set(experiments) < set(files) and "tests/test_claims.py" not in experiments
+    assert not {"benchmarks/bench.py", "benchmarks/figures.py", "benchmarks/provenance.py", "course_staff/grading/sandbox.py",
+                "course_staff/beyond/data/beyond_ppo_results.json", "notebooks/beyond_ppo.ipynb"} & set(experiments)
+
+
+def _raw(kernels, summary):
+    """A raw output of `python -m benchmarks.science --out` as the writer before provenance made it."""
+    return {"seeds": [0, 1, 2, 3, 4], "jobs": 2, "short": 1, "wall_s": 1.0, "cpu_s": 2.0, "load": 1.2,
+            "machine": {"cpu": "Some CPU", "cores": 2, "torch_threads": 1, "kernels": kernels, "load": 1.2},
+            "summary": summary, "criteria": [{"experiment": "e", "name": "c", "values": [1.0], "met": [True],
+                                              "controls": {}, "controls_fail": True, "claim": "x", "fmt": "{}",
+                                              "threshold": ">= 0"}],
+            "measured": {}, "tests_passed": ["tests/test_claims.py::test_x"], "results": []}
+
+
+def test_a_raw_run_is_written_with_the_provenance_of_the_tree_that_ran_it(tmp_path):
+    from benchmarks import science
+    native, default = tmp_path / "native.json", tmp_path / "default.json"
+    native.write_text(json.dumps(_raw("AVX2", ["claims: 1/1 backed", "science: 5/5 seeds meet every criterion"])))
+    default.write_text(json.dumps(_raw("DEFAULT", ["claims: 1/1 backed", "science: 4/5 seeds meet every criterion"])))
+    out = tmp_path / "science.json"
+    record = science.from_raw(native, provenance.REPO, beside=default, out=out)
+    assert json.loads(out.read_text()) == record
+    assert record["commit"] == provenance.commit() and "--from-raw" in record["converted"]
+    assert record["command"].startswith("python -m benchmarks.science --jobs 2 --no-measure (rebuilt")
+    assert record["ledger_tests"] == ["tests/test_claims.py::test_x"] and "tests/test_claims.py" in record["inputs"]
+    assert provenance.changed_since("science.json", record) == []
+    assert record["default kernels"]["summary"][-1] == "science: 4/5 seeds meet every criterion"
+    assert record["capability"] == "AVX2" and record["load"] == [None, 1.2]
+    text = science.markdown(out)
+    assert "science: 5/5 seeds" in text and "science: 4/5 seeds" in text and f"at commit {record['commit']}" in text
+    changed = {**record, "inputs": {**record["inputs"], "benchmarks/science_lab12.py": "0" * 16}, "fingerprint": "old"}
+    assert provenance.changed_since("science.json", changed) == ["benchmarks/science_lab12.py"]
+    default.write_text(json.dumps(_raw("AVX2", ["science: 5/5 seeds meet every criterion"])))
+    with pytest.raises(SystemExit, match="not under ATEN_CPU_CAPABILITY=default"):
+        science.from_raw(native, provenance.REPO, beside=default, out=out)
