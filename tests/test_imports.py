@@ -25,13 +25,21 @@ def sys_path_edits(root=REPO, packages=provenance.PACKAGES):
 
 
 def _cycle_text(group, graph):
-    """One loop of ``group`` as a chain of imports: "a -> b -> a"."""
-    path, here = [group[0]], group[0]
-    while True:
-        here = min(m for m in graph[here] if m in group)
-        if here in path:
-            return " -> ".join(path[path.index(here):] + [here])
-        path.append(here)
+    """The shortest loop of imports through ``group``'s modules, as a chain: "a -> b -> a"."""
+    loops = []
+    for start in group:
+        paths, seen = [[start]], {start}
+        while paths:                                  # breadth first: the first loop found is the shortest
+            path = paths.pop(0)
+            nxt = sorted(m for m in graph[path[-1]] if m in group)
+            if start in nxt:
+                loops.append(path + [start])
+                break
+            for m in nxt:
+                if m not in seen:
+                    seen.add(m)
+                    paths.append(path + [m])
+    return " -> ".join(min(loops, key=len))
 
 
 def test_no_two_modules_import_each_other():
