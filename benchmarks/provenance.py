@@ -135,14 +135,11 @@ def _cached_tree(path, mtime_ns, size):
 
 
 def _tree(rel, root):
-    """The syntax tree of a .py file, or of a notebook's code cells (IPython-only lines left out)."""
+    """The syntax tree of a .py file, or of a notebook's code cells (``_code``; IPython-only lines left out)."""
     path = Path(root) / rel
     if rel.endswith(".ipynb"):
-        cells = json.loads(path.read_bytes())["cells"]
-        code = "\n".join(line for c in cells if c["cell_type"] == "code"
-                         for line in ("".join(c["source"]) if isinstance(c["source"], list) else c["source"]).splitlines()
-                         if not line.lstrip().startswith(("%", "!")))
-        return ast.parse(code)
+        code = file_code(rel, root).decode().splitlines()
+        return ast.parse("\n".join(line for line in code if not line.lstrip().startswith(("%", "!"))))
     stat = path.stat()
     return _cached_tree(str(path), stat.st_mtime_ns, stat.st_size)
 

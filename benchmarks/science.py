@@ -45,22 +45,19 @@ import json
 import math
 import multiprocessing as mp
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-
-from benchmarks import claims  # noqa: E402  -- the ledger of the notebooks' sentences (it imports nothing of this module)
-from benchmarks import criteria  # noqa: E402
-from benchmarks import provenance  # noqa: E402  -- the record of a run (it imports nothing of this module)
-from benchmarks.criteria import Criterion, Experiment  # noqa: E402,F401  -- re-exported for the experiment modules' readers
+from benchmarks import claims  # the ledger of the notebooks' sentences (it imports nothing of this module)
+from benchmarks import criteria
+from benchmarks import provenance  # the record of a run (it imports nothing of this module)
+from benchmarks.criteria import Criterion, Experiment  # noqa: F401  -- re-exported for the experiment modules' readers
 
 MODULES = ("benchmarks.science_lab11", "benchmarks.science_lab12", "benchmarks.science_lab13",
            "benchmarks.science_beyond")   # each defines EXPERIMENTS (and may define MEASURED)
 SEEDS = 5
-RESULTS = HERE / "results" / "science.json"
+RESULTS = provenance.RESULTS / "science.json"
 SMOKE_SHORT = 4                          # a smoke run (tests/test_science.py) divides every run's length by this
 
 
@@ -389,7 +386,7 @@ def main(argv=None):
     lines, ok = summary(verdicts, len(seeds))
     claim_line = claims.summary_line(states)
     lines, ok = [claim_line] + lines, ok and (all(s for _, s in states) or not full)
-    out = args.out or (RESULTS if full else HERE.parent / "artifacts" / "science.json")
+    out = args.out or (RESULTS if full else provenance.REPO / "artifacts" / "science.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.beside:
         print(f"warning: --beside is for --from-raw (a finished run); {args.beside} is not recorded")
