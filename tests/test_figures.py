@@ -135,6 +135,18 @@ def test_the_science_tables_files_are_what_its_run_reads():
                 "course_staff/beyond/data/beyond_ppo_results.json", "notebooks/beyond_ppo.ipynb"} & set(experiments)
 
 
+def test_a_science_run_records_its_machine_and_the_files_it_read():
+    """What `make science` writes beside its figures (science.main: the record made as the run starts)."""
+    from benchmarks import science
+    ledger = ["tests/test_claims.py::test_x"]
+    record = {**science.machine_record(), **science.provenance_record(ledger)}
+    assert {"avx2", "avx512"} == set(record["cpu_flags"]) and record["capability"] and record["threads"] >= 1
+    assert "CPU flags:" in record["machine"] and "torch kernels" in record["machine"]
+    assert record["commit"] == provenance.commit() and record["ledger_tests"] == ledger
+    assert record["inputs"] == provenance.inputs("science.json", tests=ledger)
+    assert provenance.changed_since("science.json", record) == []
+
+
 def _raw(kernels, summary):
     """A raw output of `python -m benchmarks.science --out` as the writer before provenance made it."""
     return {"seeds": [0, 1, 2, 3, 4], "jobs": 2, "short": 1, "wall_s": 1.0, "cpu_s": 2.0, "load": 1.2,
