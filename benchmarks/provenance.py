@@ -278,6 +278,11 @@ def _cpuinfo(key):
         return ""
 
 
+def cpu_model():
+    """The CPU's model name ("AMD EPYC ..."; "" where /proc/cpuinfo cannot be read)."""
+    return _cpuinfo("model name")
+
+
 def cpu_flags():
     """The CPU's vector extensions that matter to torch's kernels: {"avx2": bool, "avx512": bool}
     (from /proc/cpuinfo; both False where it cannot be read)."""
@@ -296,7 +301,7 @@ def machine():
     """The machine a figure is measured on, in one line: system, CPU, cores, memory, load, Python, torch
     and its threads, the CPU's vector extensions and the kernels torch runs."""
     import torch
-    cpu = _cpuinfo("model name") or platform.processor() or platform.machine()
+    cpu = cpu_model() or platform.processor() or platform.machine()
     try:
         mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
         mem_txt = f", {mem:.1f} GiB RAM"

@@ -257,7 +257,7 @@ def _raw_machine(raw):
     m = raw.get("machine")
     if not isinstance(m, dict):                  # a record of this writer, or none
         return {k: raw.get(k) for k in ("machine", "cpu_flags", "capability", "threads")}
-    here = provenance._cpuinfo("model name")
+    here = provenance.cpu_model()
     flags = provenance.cpu_flags() if here and here == m.get("cpu") else None
     vector = "?" if flags is None else "AVX-512" if flags["avx512"] else "AVX2 only" if flags["avx2"] else "no AVX2"
     threads = m.get("torch_threads")
@@ -299,6 +299,8 @@ def from_raw(raw_path, ran_in, beside=None, beside_ran_in=None, out=RESULTS):
     record["converted"] = (f"written into benchmarks/results by --from-raw at commit {provenance.commit()} "
                            f"on {provenance.today()}")
     record.update({k: v for k, v in raw.items() if k not in record and k != "machine"})
+    if isinstance(raw.get("machine"), dict):
+        record["machine as the run recorded it"] = raw["machine"]
     if beside:
         other = json.loads(Path(beside).read_text())
         other_ledger = other.get("ledger_tests") or other.get("tests_passed", [])
