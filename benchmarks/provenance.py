@@ -130,18 +130,18 @@ def module_files(root=REPO, packages=PACKAGES):
 
 
 @lru_cache(maxsize=None)
-def _cached_tree(path, mtime_ns, size):
+def _cached_tree(path, rel, mtime_ns, size):
+    if rel.endswith(".ipynb"):                       # its code cells (``_code``), IPython-only lines left out
+        code = _cached_code(path, rel, mtime_ns, size).decode().splitlines()
+        return ast.parse("\n".join(line for line in code if not line.lstrip().startswith(("%", "!"))))
     return ast.parse(Path(path).read_bytes())
 
 
 def _tree(rel, root):
-    """The syntax tree of a .py file, or of a notebook's code cells (``_code``; IPython-only lines left out)."""
+    """The syntax tree of a .py file, or of a notebook's code cells (read once while it is unchanged)."""
     path = Path(root) / rel
-    if rel.endswith(".ipynb"):
-        code = file_code(rel, root).decode().splitlines()
-        return ast.parse("\n".join(line for line in code if not line.lstrip().startswith(("%", "!"))))
     stat = path.stat()
-    return _cached_tree(str(path), stat.st_mtime_ns, stat.st_size)
+    return _cached_tree(str(path), rel, stat.st_mtime_ns, stat.st_size)
 
 
 def imported(tree, module, is_package, known):
