@@ -66,7 +66,7 @@ def install():
     try:
         if have != JUPYTERHUB:
             print(f"installing jupyterhub=={JUPYTERHUB} into {VENV}")
-            _run(VENV / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-compile", f"jupyterhub=={JUPYTERHUB}")
+            _run(VENV / "bin" / "python", "-m", "pip", "install", "--quiet", f"jupyterhub=={JUPYTERHUB}")
     except BaseException:
         if npm is not None:
             npm.kill()                                   # no install left running behind a failure
