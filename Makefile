@@ -5,6 +5,7 @@ SHELL  := /bin/bash
 VENV   := .venv
 BIN    := $(CURDIR)/$(VENV)/bin
 PY     := $(BIN)/python
+SYSTEM_PATH := $(PATH)
 export PATH := $(BIN):$(PATH)
 STAMP  := $(VENV)/.installed
 # the interpreter that makes .venv (PYTHON=python3.12 picks another); the course needs 3.11 or newer
@@ -26,7 +27,7 @@ PGDIR  := .postgres
 # JupyterLab refuses to run as root (containers, CI) unless told to
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup repair labs lab student-edition test test-fast check-config release autograde feedback grades bench science figures sft lab13-data browser clean
+.PHONY: help setup system-install test-install repair labs lab student-edition test test-fast check-config release autograde feedback grades bench science figures sft lab13-data browser clean
 .PHONY: record clear-manual postgres postgres-install postgres-stop bench-class hub hub-install hub-stop sandbox-install sandbox
 
 help:  ## list the targets
@@ -35,9 +36,9 @@ help:  ## list the targets
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON_CHECK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	# torch first, pinned: its CPU build is what every course machine runs
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev]'
+	# torch pinned (its CPU build is what every course machine runs) and the rest, in one resolver call;
+	# byte-compiled here, as the grading sandbox and the hub's users import from a .venv they cannot write
+	$(PY) -m pip install --quiet torch==2.13.0 -e '.[dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)  ## create .venv with the pinned packages and course_utils (editable)
@@ -56,23 +57,39 @@ student-edition: setup  ## write the student edition to DEST=<new folder> (GIT=1
 	@test -n "$(DEST)" || { echo "usage: make student-edition DEST=<new or empty folder> [GIT=1]"; exit 2; }
 	$(PY) -m course_staff.edition.student_edition "$(DEST)" $(if $(GIT),--git)
 
-browser:  ## install Debian's chromium for the browser tests when it is missing
-	@command -v chromium >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	  else echo "chromium is missing: install it (apt-get install chromium) to run the browser tests"; fi; }
+# $(call apt_install,PACKAGES,WHAT FOR): as root on Debian, one apt-get update and one apt-get install of the
+# (missing) PACKAGES, without the packages they only recommend; elsewhere, say what to install (the tests
+# that need them skip, or fail on CI: .ci/run)
+apt_install = if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "apt-get install$(1)"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -qq --no-install-recommends $(1) >/dev/null; \
+	else echo "missing:$(1): install (apt-get install$(1), or your system's packages) $(2)"; fi
+# the Debian packages `make test` needs, those not found here: chromium (the browser tests), bubblewrap (the
+# grading sandbox), postgresql (class grading, the hub's gradebook), nodejs and npm (the hub's proxy); found
+# with the system's Python, as .venv may be in the making at the same time
+MISSING_PACKAGES = $$(command -v chromium >/dev/null || echo " chromium")$$(command -v bwrap >/dev/null || echo " bubblewrap")$\
+  $$(PATH="$(SYSTEM_PATH)" $(PYTHON) -m course_staff.grading.postgres check >/dev/null 2>&1 || echo " postgresql")$\
+  $$(command -v npm >/dev/null || echo " nodejs npm")
 
-test: setup browser postgres-install hub-install sandbox-install  ## run every test: course_utils, labs, mutants, nbgrader lifecycle, browser
+system-install:  ## install the Debian packages make test needs when missing (as root; one apt-get for all)
+	@missing="$(MISSING_PACKAGES)"; [ -z "$$missing" ] || { $(call apt_install,$$missing,for make test); }
+
+test-install:  ## set up all make test needs: .venv (pip) and the system packages (apt-get) at once, then the hub
+	@echo "setting up .venv (pip) and the missing system packages (apt-get) at once"
+	@$(MAKE) --no-print-directory -j2 --output-sync=target setup system-install
+	@$(MAKE) --no-print-directory hub-install
+
+browser:  ## install Debian's chromium for the browser tests when it is missing
+	@command -v chromium >/dev/null || { $(call apt_install, chromium,to run the browser tests); }
+
+test: test-install  ## run every test: course_utils, labs, mutants, nbgrader lifecycle, browser
 	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -rfEs --durations=15   # two workers, a file each, longest first (tests/conftest.py); failures, errors and skip reasons named, the 15 slowest
 
 test-fast: setup  ## the unit tests only: nothing starts nbgrader, a kernel, a venv, a browser or training
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow" -rfEs --durations=5   # both cores
 
 sandbox-install: setup  ## install Debian's bubblewrap (the grading sandbox) when it is missing (as root)
-	@command -v bwrap >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
-	  else echo "bubblewrap is missing: install it (apt-get install bubblewrap) to grade in the sandbox"; fi; }
+	@command -v bwrap >/dev/null || { $(call apt_install, bubblewrap,to grade in the sandbox); }
 
 sandbox: sandbox-install  ## is the grading sandbox on here? start one and print what student code sees
 	$(PY) -m course_staff.grading.sandbox
@@ -103,11 +120,7 @@ clear-manual: check-config  ## TA: drop STUDENT's manual scores in LAB (a resubm
 	$(PY) -m course_staff.grading.manual_scores clear $(LAB) $(STUDENT)
 
 postgres-install: setup  ## install Debian's PostgreSQL server when it is missing (as root)
-	@$(PY) -m course_staff.grading.postgres check 2>/dev/null || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null \
-	    && $(PY) -m course_staff.grading.postgres check; \
-	  else echo "PostgreSQL is missing: install it (apt-get install postgresql) for the class-grading tests"; fi; }
+	@$(PY) -m course_staff.grading.postgres check 2>/dev/null || { $(call apt_install, postgresql,for the class-grading tests); }
 
 postgres: postgres-install  ## start a throwaway local PostgreSQL gradebook (a TA's dry run)
 	$(PY) -m course_staff.grading.postgres start $(PGDIR)
@@ -116,10 +129,7 @@ postgres-stop: setup  ## stop it and delete its data
 	$(PY) -m course_staff.grading.postgres stop $(PGDIR)
 
 hub-install: setup postgres-install sandbox-install  ## install the hub's pinned jupyterhub (PyPI) and configurable-http-proxy (npm) when missing
-	@command -v npm >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
-	  else echo "npm is missing: install Node.js and npm (apt-get install nodejs npm) for the hub"; fi; }
+	@command -v npm >/dev/null || { $(call apt_install, nodejs npm,for the hub); }
 	$(PY) -m course_staff.hub install
 
 hub: hub-install  ## a local JupyterHub (root): 1 instructor, 3 students, the exchange, PostgreSQL; prints URL and passwords

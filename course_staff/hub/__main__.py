@@ -45,24 +45,36 @@ def _run(*cmd, user=None, cwd=None, env=None, timeout=600):
 # -- install ---------------------------------------------------------------------------------------
 
 def install():
-    """jupyterhub==JUPYTERHUB into .venv and configurable-http-proxy@PROXY into .venv/proxy."""
-    try:
-        import jupyterhub
-        have = jupyterhub.__version__
-    except ImportError:
-        have = None
-    if have != JUPYTERHUB:
-        print(f"installing jupyterhub=={JUPYTERHUB} into {VENV}")
-        _run(VENV / "bin" / "python", "-m", "pip", "install", "--quiet", f"jupyterhub=={JUPYTERHUB}")
+    """jupyterhub==JUPYTERHUB into .venv and configurable-http-proxy@PROXY into .venv/proxy, at once
+    (npm waits on the network while pip unpacks)."""
+    npm = None
     if not PROXY_BIN.exists():
-        npm = shutil.which("npm")
-        if not npm:
+        if not shutil.which("npm"):
             raise SystemExit("JupyterHub needs configurable-http-proxy (Node.js) and there is no npm "
                              "to install it with: install Node.js and npm (Debian: apt-get install "
                              f"nodejs npm), then run `make hub` again (it installs "
                              f"configurable-http-proxy@{PROXY} into .venv/proxy)")
         print(f"installing configurable-http-proxy@{PROXY} into {PROXY_BIN.parents[2]} with npm")
-        _run(npm, "install", "--silent", "--prefix", PROXY_BIN.parents[2], f"configurable-http-proxy@{PROXY}")
+        npm = subprocess.Popen([shutil.which("npm"), "install", "--silent", "--no-audit", "--no-fund",
+                                "--prefix", str(PROXY_BIN.parents[2]), f"configurable-http-proxy@{PROXY}"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        import jupyterhub
+        have = jupyterhub.__version__
+    except ImportError:
+        have = None
+    try:
+        if have != JUPYTERHUB:
+            print(f"installing jupyterhub=={JUPYTERHUB} into {VENV}")
+            _run(VENV / "bin" / "python", "-m", "pip", "install", "--quiet", f"jupyterhub=={JUPYTERHUB}")
+    except BaseException:
+        if npm is not None:
+            npm.kill()                                   # no install left running behind a failure
+        raise
+    if npm is not None:
+        output, _ = npm.communicate(timeout=600)
+        if npm.returncode != 0:
+            raise RuntimeError(f"{' '.join(npm.args)} exited {npm.returncode}:\n{output}")
     version = _run(PROXY_BIN, "--version").strip()
     if version != PROXY:
         raise SystemExit(f"{PROXY_BIN} is version {version}, the hub pins {PROXY}: "
