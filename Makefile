@@ -58,11 +58,11 @@ student-edition: setup  ## write the student edition to DEST=<new folder> (GIT=1
 	$(PY) -m course_staff.edition.student_edition "$(DEST)" $(if $(GIT),--git)
 
 # $(call apt_install,PACKAGES,WHAT FOR): as root on Debian, one apt-get update and one apt-get install of the
-# (missing) PACKAGES, without the packages they only recommend; elsewhere, say what to install (the tests
-# that need them skip, or fail on CI: .ci/run)
+# (missing) PACKAGES with what Debian recommends beside them (chromium's fonts and sandbox helper: the
+# browser tests ran with them); elsewhere, say what to install (the tests that need them skip, or fail on CI: .ci/run)
 apt_install = if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  echo "apt-get install$(1)"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-	  apt-get install -y -qq --no-install-recommends $(1) >/dev/null; \
+	  apt-get install -y -qq $(1) >/dev/null; \
 	else echo "missing:$(1): install (apt-get install$(1), or your system's packages) $(2)"; fi
 # the Debian packages `make test` needs, those not found here: chromium (the browser tests), bubblewrap (the
 # grading sandbox), postgresql (class grading, the hub's gradebook), nodejs and npm (the hub's proxy); found
