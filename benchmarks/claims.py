@@ -31,8 +31,10 @@ import tempfile
 from pathlib import Path
 from xml.etree import ElementTree
 
-REPO = Path(__file__).resolve().parents[1]
-NOTEBOOKS = {"lab11": "source/lab11/lab11.ipynb", "lab12": "source/lab12/lab12.ipynb", "lab13": "source/lab13/lab13.ipynb",
+from course_staff.course import LABS, REPO
+
+# the notebooks whose sentences the ledger holds: every lab's source, and the two companions
+NOTEBOOKS = {**{lab: f"source/{lab}/{lab}.ipynb" for lab in LABS},
              "start": "notebooks/00_start_here.ipynb", "beyond": "notebooks/beyond_ppo.ipynb"}
 
 

@@ -53,7 +53,7 @@ DONE = ("answered", "written")   # statuses that count as finished for the exit 
 ANSWER_STUB = "YOUR ANSWER HERE"  # what nbgrader leaves in a written answer's cell (nbgrader_config.py sets it)
 CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"    # ... and in a task's code cell
 _BOLD_QUESTION = re.compile(r"^\*\*(Question \d\w* \(written[^*]*)\*\*", re.M)
-_PLACEHOLDER = re.compile(r"\bTODO\b|NotImplementedError|YOUR CODE HERE")
+_PLACEHOLDER = re.compile(r"\bTODO\b|NotImplementedError|" + re.escape(CODE_STUB.splitlines()[0].lstrip("# ")))
 _GREEK = {"alpha": "α", "beta": "β", "gamma": "γ", "lambda": "λ", "pi": "π", "rho": "ρ", "tau": "τ"}
 
 

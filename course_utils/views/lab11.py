@@ -9,7 +9,7 @@ re-draws one frame:
         views.TemperatureView(model, "7+5=", generate).show()    # slider + plot in JupyterLab
 
     view = BetaView(ref_first, ref_second, rewards, tilted_optimum, kl_objective).prepare()
-    png = view.update(0.3)                       # re-plot at beta = 0.3: PNG bytes, < 150 ms
+    png = view.update(0.3)                       # re-plot at beta = 0.3: PNG bytes, within a move's budget (make bench)
                                                  # (the first call also draws the axes, ~1 s)
     LogprobTable(model, "7+5=", response_logprobs, sequence_logprob).prepare().table()
     KLEstimatorExperiment(model, "7+5=", kl_estimators).prepare().rows   # bias and std of k1, k2, k3

@@ -306,7 +306,7 @@ class CurveExplorer(View):
     the cached curves and returns the PNG bytes.
 
     Axes, ticks and labels are drawn once (FastFigure); an update only draws the curves, which
-    keeps it well under the 150 ms a slider may take.
+    keeps it well within the time a slider move may take (benchmarks/bench.py: SLIDER_MOVE_BUDGET_MS).
     """
 
     def __init__(self, runs, base_cfg, betas=SWEEP_BETAS, reference=REFERENCE_PATH, window=5, dpi=75):

@@ -161,7 +161,7 @@ class OptimumSlider(View):
 
     def __init__(self, runs, betas=None, prompt="7+5=", prompts=None):
         self.runs, self.prompt, self.prompts = runs, prompt, prompts      # prompts: the tree's (all 100)
-        self.betas = np.geomspace(1e-3, 10, 41) if betas is None else np.asarray(betas, dtype=float)
+        self.betas = np.geomspace(BETA_ZERO, 10, 41) if betas is None else np.asarray(betas, dtype=float)
 
     def _prepare(self):
         rm, rm_offset = self.runs.reward()
