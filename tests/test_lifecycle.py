@@ -173,6 +173,15 @@ def test_source_validates(life, lab):
     failed = {gid: errors for gid, errors in failed.items() if errors}
     assert not failed, f"source/{lab} does not pass its own tests:\n" + "\n".join(f"{g}: {e}" for g, e in failed.items())
     assert life.autograded[lab]["sol"] == {**st.full_marks(lab), **{q: None for q in table(lab).written_marks()}}
+    assert set(life.autograded[lab].flagged.get("sol", ())) == set(table(lab).written_marks()), \
+        "the written answers wait for a TA, and nothing else of the solution does"
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_blank_gets_zero(life, lab):
+    """The blank release: 0 on every graded cell, written answers included (tests/test_mutants.py
+    grades only the mistakes and variants: the solution and the blank are graded here)."""
+    assert life.autograded[lab]["blank"] == {g: 0.0 for g in st.full_marks(lab)}
 
 
 @pytest.mark.parametrize("lab", LABS)

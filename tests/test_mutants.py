@@ -1,9 +1,9 @@
-"""Each lab graded by the real nbgrader: the solution, a blank notebook, every mistake and every
-correct variant of its table (course_staff/testbed/lab_tables), in ONE `nbgrader autograde` call per lab on a
-temporary course.
+"""Each lab graded by the real nbgrader: every mistake and every correct variant of its table
+(course_staff/testbed/lab_tables), in ONE `nbgrader autograde` call per lab on a temporary course.
+(The solution and the blank release, graded by the same nbgrader, are tests/test_lifecycle.py's
+students "sol" and "blank": full marks on every check cell with the written answers waiting for a
+TA, and 0 on every graded cell; they are not graded a second time here.)
 
-    solution  full marks on every check cell; its written answers wait for a TA
-    blank     0 on every graded cell, and the grader completes
     mistake   fewer points in the parts of its row it names, full marks on the rows it shares no notebook
               with, and the failing checks' output names the mistake; a task's mistake already fails a
               visible check (so that `nbgrader validate` warns the student too)
@@ -63,7 +63,7 @@ def graded(tmp_path_factory):
     def grade(lab):
         if lab not in results:
             course = h.course_copy(tmp_path_factory.mktemp(f"{lab}_mutants"), labs=(lab,))
-            subs = {"solution": h.solved_submission(lab), "blank": h.blank_submission(lab)}
+            subs = {}
             for k, round_ in enumerate(rounds(lab)):
                 subs[f"round{k}"] = h.solved_submission(lab, edits=edits(round_))
             grades = h.autograde(course, lab, subs)
@@ -99,20 +99,6 @@ def test_table_covers_every_row(lab):
     assert all(m.says for _, m in table(lab).mistakes())
     names = [m.student for _, m in table(lab).mistakes() + table(lab).variants()]
     assert len(set(names)) == len(names)
-
-
-@pytest.mark.parametrize("lab", LABS)
-def test_solution_gets_full_marks(graded, lab):
-    grades, _ = graded(lab)
-    lab_table = table(lab)
-    assert grades["solution"] == {**lab_table.auto_marks(), **{q: None for q in lab_table.written_marks()}}
-    assert set(grades.flagged["solution"]) == set(lab_table.written_marks()), "the written answers wait for a TA"
-
-
-@pytest.mark.parametrize("lab", LABS)
-def test_blank_gets_zero(graded, lab):
-    grades, _ = graded(lab)
-    assert grades["blank"] == {g: 0.0 for g in table(lab).full_marks()}
 
 
 @pytest.mark.parametrize("lab", LABS)

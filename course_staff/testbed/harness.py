@@ -90,20 +90,24 @@ def db_url(course):
     return f"sqlite:///{Path(course) / 'gradebook.db'}"
 
 
-# A folder that the processes of one test session share (tests/conftest.py sets it): each set of labs is
-# generated there once, and every later course_copy of the same labs copies it (generate_assignment costs
-# a few CPU seconds per lab; the lifecycle, the mutants, validate and the hub each need a fresh course).
+# A folder that the processes of one test session share (tests/conftest.py sets it): every lab is
+# generated there once, and every later course_copy copies it (generate_assignment costs a few CPU seconds
+# per lab; the lifecycle, the mutants, validate, the broken notebooks, the sandbox and the hub each need a
+# fresh course). A copy asked for fewer labs gets them all generated: the others are recorded in its
+# gradebook too, and nothing is graded unless a test submits it.
 TEMPLATES = None
 
 
 def course_copy(tmp_path, labs=LABS):
     """A fresh course in ``tmp_path/course``: the config, source/ and release/ of the repo, with
-    ``generate_assignment`` run for each lab (which also records the labs in a new gradebook)."""
+    ``generate_assignment`` run for each lab (which also records the labs in a new gradebook): for each
+    of ``labs`` at least (from the session's template, every lab of the repo)."""
     course = Path(tmp_path) / "course"
     if TEMPLATES is None or not labs:
         return _generate(course, labs)
     from filelock import FileLock
 
+    labs = LABS if set(labs) <= set(LABS) else labs
     template = Path(TEMPLATES) / "+".join(labs)
     with FileLock(f"{template}.lock"):               # one process generates, the others wait and copy
         if not (template / "generated").exists():
