@@ -7,6 +7,7 @@ quiet (no news pop-up, no update check) and every cell in the page (no windowing
 Without chromium the tests are skipped, unless COURSE_REQUIRE_BROWSER=1 (set by .ci/run): then they fail.
 """
 
+import contextlib
 import json
 import os
 import secrets
@@ -20,6 +21,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from jupyter_client.manager import AsyncKernelManager
 
 from tests import requirements
 from course_staff.course import REPO
@@ -78,8 +80,9 @@ def browser():
 
 @pytest.fixture(scope="session")
 def lab_server(tmp_path_factory):
-    """A fresh JupyterLab on a temporary copy of the notebooks: yields {"url", "token", "root"}."""
-    _chromium_or_skip()           # no browser, no need for a server
+    """A fresh JupyterLab on a temporary copy of the notebooks: yields {"url", "token", "root", "log",
+    "runtime"} (runtime: its kernels' connection files). It needs no browser: a notebook client may run a
+    notebook in one of its kernels (``server_kernel``) for the browser to look at afterwards."""
     tmp = tmp_path_factory.mktemp("jlab")
     root = tmp / "course"
     for name in COPIED:
@@ -130,7 +133,7 @@ def lab_server(tmp_path_factory):
                 raise RuntimeError("jupyter lab did not answer within 90 s:\n"
                                    + (tmp / "server.log").read_text()[-3000:])
             time.sleep(0.5)
-        yield {"url": url, "token": token, "root": root, "log": tmp / "server.log"}
+        yield {"url": url, "token": token, "root": root, "log": tmp / "server.log", "runtime": tmp / "runtime"}
     finally:
         try:
             os.killpg(proc.pid, signal.SIGTERM)     # the server and the kernels it started
@@ -163,23 +166,56 @@ def page(browser, request):
     context.close()
 
 
-def _api(server, method, path):
+def api(server, method, path, body=None):
+    """The server's REST API: the decoded JSON answer (None when empty)."""
     req = urllib.request.Request(f"{server['url']}{path}", method=method,
-                                 headers={"Authorization": f"token {server['token']}"})
-    with urllib.request.urlopen(req, timeout=10) as r:
+                                 data=json.dumps(body).encode() if body is not None else None,
+                                 headers={"Authorization": f"token {server['token']}",
+                                          "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
         body = r.read()
     return json.loads(body) if body else None
 
 
 @pytest.fixture
 def lab_page(lab_server, page):
-    """(page, server) for one notebook test; its kernels are shut down afterwards."""
+    """(page, server) for one notebook test; the kernels it started are shut down afterwards (not those
+    of a module's fixture, ``server_kernel``'s)."""
+    before = {kernel["id"] for kernel in api(lab_server, "GET", "/api/kernels")}
     yield page, lab_server
     try:
-        for kernel in _api(lab_server, "GET", "/api/kernels"):
-            _api(lab_server, "DELETE", f"/api/kernels/{kernel['id']}")
+        for kernel in api(lab_server, "GET", "/api/kernels"):
+            if kernel["id"] not in before:
+                api(lab_server, "DELETE", f"/api/kernels/{kernel['id']}")
     except OSError as exc:
         print(f"\ncould not shut down the kernels: {exc}")
+
+
+class ServerKernel(AsyncKernelManager):
+    """jupyter_client's stock AsyncKernelManager for a kernel that JupyterLab's server started and owns
+    (``owns_kernel=False``: it never stops it): its client is the stock AsyncKernelClient, what
+    ``jupyter nbconvert --execute`` talks to a kernel with. ``has_kernel``: nbclient starts none."""
+
+    has_kernel = True
+
+
+@contextlib.contextmanager
+def server_kernel(server, relpath):
+    """A kernel of ``server``'s session for the notebook at ``relpath`` (as JupyterLab starts one when the
+    notebook is opened): yields a ServerKernel connected to it; the session and its kernel are deleted
+    afterwards. A browser that opens ``relpath`` later joins this kernel, with the widgets it holds."""
+    session = api(server, "POST", "/api/sessions",
+                  {"path": relpath, "type": "notebook", "name": Path(relpath).name, "kernel": {"name": "python3"}})
+    try:
+        km = ServerKernel(owns_kernel=False,
+                          connection_file=str(server["runtime"] / f"kernel-{session['kernel']['id']}.json"))
+        km.load_connection_file()
+        yield km
+    finally:
+        try:
+            api(server, "DELETE", f"/api/sessions/{session['id']}")
+        except OSError as exc:
+            print(f"\ncould not delete the session of {relpath}: {exc}")
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -130,28 +130,42 @@ def cells(page):
     return page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
 
 
+def run_cell(page, i, last, timeout_s):
+    """Select cell ``i`` in command mode and run it (Shift+Enter; Ctrl+Enter on the ``last`` cell, where
+    Shift+Enter would append a new one); for a code cell wait until its prompt shows a run."""
+    cell = cells(page).nth(i)
+    cell.scroll_into_view_if_needed()
+    # select the cell in command mode: a click on its prompt does not enter the editor
+    cell.locator(".jp-InputPrompt").first.click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("Control+Enter" if last else "Shift+Enter")
+    if prompts(page)[i] is None:
+        return
+    page.wait_for_function(
+        """i => {
+             const c = document.querySelectorAll(
+               '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')[i];
+             const p = c.querySelector('.jp-InputArea-prompt').textContent;
+             return /\\[\\d+\\]/.test(p);
+           }""",
+        arg=i, timeout=timeout_s * 1000)
+
+
 def run_each_cell(page, timeout_per_cell_s):
     """Run the cells one by one from the top, going on after errors, as a student who keeps pressing
     Shift+Enter does (Run All would stop at the first failing test cell)."""
-    kinds = prompts(page)
-    for i, kind in enumerate(kinds):
-        cell = cells(page).nth(i)
-        cell.scroll_into_view_if_needed()
-        # select the cell in command mode: a click on its prompt does not enter the editor
-        cell.locator(".jp-InputPrompt").first.click()
-        page.keyboard.press("Escape")
-        # Shift+Enter on the last cell would append a new one: run it in place
-        page.keyboard.press("Shift+Enter" if i < len(kinds) - 1 else "Control+Enter")
-        if kind is None:
-            continue
-        page.wait_for_function(
-            """i => {
-                 const c = document.querySelectorAll(
-                   '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')[i];
-                 const p = c.querySelector('.jp-InputArea-prompt').textContent;
-                 return /\\[\\d+\\]/.test(p);
-               }""",
-            arg=i, timeout=timeout_per_cell_s * 1000)
+    n = len(prompts(page))
+    for i in range(n):
+        run_cell(page, i, i == n - 1, timeout_per_cell_s)
+    wait_until_done(page, timeout_per_cell_s)
+
+
+def run_cells(page, indices, timeout_per_cell_s):
+    """Run the cells ``indices`` only, in that order, as a reader who runs a notebook's set-up cell and
+    then jumps to a plot does."""
+    n = len(prompts(page))
+    for i in indices:
+        run_cell(page, i, i == n - 1, timeout_per_cell_s)
     wait_until_done(page, timeout_per_cell_s)
 
 

@@ -16,8 +16,9 @@ One test walks a lab's whole round trip as a class lives it, each step on the hu
    environment), grades one written answer by hand in Formgrader, generates and releases feedback;
 5. each student fetches the feedback and finds the score the gradebook holds and no hidden test.
 
-The automatic scores are checked against `make autograde` on the same notebooks without the hub (a
-fresh course copy, SQLite gradebook): the hub changes where notebooks travel, not their grades.
+The automatic scores are checked against what `make autograde` gives the same notebooks without the hub
+(the solutions every check's points, the blank notebook 0: tests/test_mutants.py holds the plain grader to
+the same table): the hub changes where notebooks travel, not their grades.
 Screenshots of each step: artifacts/hub/. Needs root (it creates users); elsewhere it is skipped,
 unless COURSE_REQUIRE_HUB=1 (set by .ci/run): then it fails.
 """
@@ -36,7 +37,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_staff.testbed import harness                      # course_staff/testbed/harness.py: the reference solution, the release, a course copy
+from course_staff.testbed import harness                      # course_staff/testbed/harness.py: the reference solution, the release
+from course_staff.testbed.lab_tables import table             # each check's points
 from course_staff.hub import COURSE, exchange, server_environment
 from tests import requirements
 from course_staff.course import REPO
@@ -258,7 +260,7 @@ def _hub_scores(state, students):
     with Gradebook(state["db_url"]) as gb:
         for s in students:
             sub = gb.find_submission(LAB, s)
-            scores[s] = {g.name: counted_score(g) for nb in sub.notebooks for g in nb.grades}
+            scores[s] = {g.name: counted_score(g) for nb in sub.notebooks for g in nb.grades if g.max_score > 0}
             penalties[s] = sub.late_submission_penalty or 0.0
     return scores, penalties
 
@@ -303,7 +305,7 @@ def _modal_ok(frame):
 
 # ---------------------------------------------------------------- the round trip
 
-def test_lab11_round_trip_on_jupyterhub(hub, browser, tmp_path):
+def test_lab11_round_trip_on_jupyterhub(hub, browser):
     state, step = hub, Steps()
     t_start = time.monotonic()
     instructor, (s1, s2, s3) = state["instructor"], state["students"]
@@ -466,31 +468,15 @@ EOF""")
             row.locator(f"td.{column} a").click()
             _modal_ok(frame)
 
-    # -- what `make autograde` gives the same notebooks without the hub
-    course = harness.course_copy(tmp_path / "nohub", labs=(LAB,))
-    for s in (s1, s2, s3):
-        dest = course / "submitted" / s / LAB
-        dest.mkdir(parents=True)
-        for name in (f"{LAB}.ipynb", "timestamp.txt"):
-            shutil.copy2(f"/home/{instructor}/submitted/{s}/{LAB}/{name}", dest / name)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NBGRADER")}
-    nohub = subprocess.run([PY, "-m", "course_staff.grading.class_grading", "autograde", LAB], cwd=course, env=env,
-                           capture_output=True, text=True, timeout=600)
-    assert nohub.returncode == 0, nohub.stdout + nohub.stderr
-    from nbgrader.api import Gradebook
-
-    from course_staff.grading.manual_scores import counted_score
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        plain = {s: {g.name: counted_score(g) for nb in gb.find_submission(LAB, s).notebooks for g in nb.grades}
-                 for s in (s1, s2, s3)}
-    for s in (s1, s2, s3):
-        auto_hub = {g: v for g, v in hub_scores[s].items() if not (s == s1 and g == written_id)}
-        auto_plain = {g: v for g, v in plain[s].items() if not (s == s1 and g == written_id)}
-        assert auto_hub == auto_plain, f"{s}: the hub's gradebook and make autograde differ"
-    full = harness.max_scores(course, LAB)
-    checks = set(full) - set(written)
-    assert {g: hub_scores[s1][g] for g in checks} == {g: full[g] for g in checks}, hub_scores[s1]
-    assert sum(v or 0 for v in hub_scores[s2].values()) == 0, hub_scores[s2]
+    # -- the automatic scores, against what `make autograde` gives these notebooks without the hub: the
+    # reference solutions every check's points, the blank notebook 0 everywhere (tests/test_mutants.py's
+    # test_solution_gets_full_marks and test_blank_gets_zero hold the plain grader to the same table)
+    marks = table(LAB)
+    solution = {**marks.auto_marks(), **{q: None for q in marks.written_marks()}}
+    blank_marks = {g: 0.0 for g in marks.full_marks()}
+    assert {**hub_scores[s1], written_id: None} == solution, f"{s1}: the hub's gradebook {hub_scores[s1]}"
+    assert hub_scores[s2] == blank_marks, f"{s2}: the hub's gradebook {hub_scores[s2]}"
+    assert hub_scores[s3] == solution, f"{s3}: the hub's gradebook {hub_scores[s3]}"
     raw3 = sum(v or 0 for v in hub_scores[s3].values())
     assert penalties[s1] == penalties[s2] == 0, penalties
     assert raw3 > 0 and abs(penalties[s3] - 0.1 * raw3) < 1e-6, (raw3, penalties[s3])

@@ -1,25 +1,46 @@
-"""The labs as students meet them: JupyterLab in headless chromium.
+"""The labs as students meet them: in plain Jupyter, and in JupyterLab in headless chromium.
 
-- Each lab with its solutions (the source notebook): Run All finishes without an error, every slider
-  moves, its readout shows the new value and its plot re-draws. Screenshots: artifacts/browser/.
+- Each lab with its solutions (the source notebook) runs ONCE, in a kernel of the JupyterLab server,
+  top to bottom by nbclient with jupyter_client's stock AsyncKernelManager and client -- what
+  ``jupyter nbconvert --execute`` uses, not the course's SteadyKernelManager. The executed notebook is
+  read as three readers would:
+  - plain Jupyter: every cell ran, no error or stderr output, and the client received each cell's
+    reply soon after the kernel sent it (a client that sleeps through a zmq wake-up waits out the
+    cell's whole time limit: the hang of ``jupyter nbconvert --execute`` at Lab 12's Experiment 8);
+  - a screen reader: every image output, in the cells and in the widgets' saved state, carries alt
+    text that says what is plotted with a number from its result;
+  - a front-end without widgets: the HTML export of the notebook without its widget state shows, for
+    every slider, a picture (an ``<img>`` with its alt text) or, for the table slider, its tables.
+- Then JupyterLab opens that executed notebook in the same kernel (its widgets come from the kernel,
+  none from the file): every code cell shows its run, no error output, and every slider moves, its
+  readout shows the new value and its plot re-draws. Screenshots: artifacts/browser/.
 - Each release notebook (nothing filled in), run cell by cell past the failing tests as a student
   would: the explore cells print "Finish Task N first" instead of a traceback; only the student's own
   solution and test cells may show one.
 - The start-here notebook runs clean.
 - In Lab 11's release a task's first hint unfolds on a click, and a written answer can be typed into
   its cell and rendered.
-- The staff companion notebooks/beyond_ppo.ipynb runs all (from its cache of results) and its beta
-  slider re-draws.
+- The staff companion notebooks/beyond_ppo.ipynb: its beta slider re-draws (tests/test_beyond_ppo.py
+  runs it top to bottom).
 """
 
+import html
 import re
+import time
 
+import nbformat
 import pytest
+from dateutil.parser import isoparse
+from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.manager import AsyncKernelManager
+from nbclient import NotebookClient
+from nbconvert import HTMLExporter
+from nbformat.sign import NotebookNotary
 
 from course_staff.course import LABS as course_LABS
 
 from . import jlab
-from .conftest import REPO
+from .conftest import REPO, server_kernel
 from .jlab import step
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -67,18 +88,143 @@ def assert_all_ran_clean(page, cells, what):
         raise AssertionError(f"{what}: code cells {not_run} did not run (prompts {[prompts[i] for i in not_run]})")
 
 
-@pytest.mark.parametrize("lab", LABS)
-def test_solution_notebook_runs_and_sliders_redraw(lab_page, lab):
-    page, server = lab_page
+WIDGET = "application/vnd.jupyter.widget-view+json"
+CELL_LIMIT_S = 900            # generous: a cell that takes it has hung, the test then fails on its delay
+LATE_REPLY_S = 60             # the client received a reply this long after the kernel stamped it: a missed wake-up
+
+
+@pytest.fixture(scope="module", params=LABS)
+def executed(request, lab_server):
+    """(lab, the executed notebook, {cell index: seconds between the kernel's reply and its receipt},
+    its path under the server's root). The notebook runs in a kernel of the server's session for that
+    path; the file there is then the executed notebook, signed as trusted (the server's notary: same user,
+    same Jupyter data folder) and without its widget state: a browser that opens it gets the widgets from
+    the kernel. The kernel lives until the lab's tests are done."""
+    lab = request.param
     relpath = f"source/{lab}/{lab}.ipynb"
-    path, cells = notebook(relpath)
-    check_kernelspec(path)
-    with step(page, f"{lab} (solutions): open {relpath} and wait for '(ipykernel) | Idle'", lab):
+    path = lab_server["root"] / relpath
+    nb = nbformat.read(str(path), as_version=4)
+    late = {}
+
+    def received(cell, cell_index, execute_reply):      # the kernel's stamp on its reply, against now
+        sent = cell.metadata.get("execution", {}).get("shell.execute_reply")
+        if sent:
+            late[cell_index] = time.time() - isoparse(sent).timestamp()
+
+    with server_kernel(lab_server, relpath) as km:
+        client = NotebookClient(nb, km=km, timeout=CELL_LIMIT_S, startup_timeout=300, record_timing=True,
+                                on_cell_executed=received)
+        assert isinstance(km, AsyncKernelManager) and km.client_class == "jupyter_client.asynchronous.AsyncKernelClient"
+        client.execute()
+        assert type(client.kc) is AsyncKernelClient                       # the stock client, not the course's
+        client.kc.stop_channels()
+        nbformat.write(nb, str(path.parent / f"{lab}.executed.ipynb"))    # to look at
+        shown = nbformat.from_dict(nb)
+        shown.metadata.pop("widgets", None)
+        NotebookNotary().sign(shown)      # trusted, as outputs JupyterLab made itself: it draws their widgets
+        nbformat.write(shown, str(path))
+        yield lab, nb, late, relpath
+
+
+def images(nb):
+    """Every image of ``nb`` and its alt text: (where, alt, text/plain or None) for the cells' image
+    outputs, and for the ``<img>`` of the slider frames in the saved widget state (HTML widgets)."""
+    found = [(f"cell {i}", out.get("metadata", {}).get("image/png", {}).get("alt", ""), out["data"].get("text/plain"))
+             for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
+             for out in cell.outputs if "image/png" in out.get("data", {})]
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    for model_id, model in state.items():
+        value = model.get("state", {}).get("value")
+        for tag in re.findall(r"<img[^>]*>", value) if isinstance(value, str) else []:
+            alt = re.search(r'alt="([^"]*)"', tag)
+            found.append((f"widget {model_id}", html.unescape(alt.group(1)) if alt else "", None))
+        assert not model.get("state", {}).get("outputs"), "a slider frame in an Output widget (views.base.show_slider)"
+    return found
+
+
+def slider_cells(nb):
+    """The cells whose output is a widget with a picture or tables for front-ends without widgets (a
+    slider without one is missed, and the count below fails; progress bars are widgets with text)."""
+    return [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
+            if any(WIDGET in out.get("data", {}) and {"image/png", "text/html"} & set(out["data"])
+                   for out in cell.outputs)]
+
+
+def test_the_stock_client_runs_the_lab_to_the_end_without_a_missed_reply(executed):
+    lab, nb, late, _ = executed
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    assert all(nb.cells[i].execution_count for i in code), f"{lab}: a cell did not run"
+    errors = {i: o for i in code for o in nb.cells[i].outputs if o.output_type == "error" or o.get("name") == "stderr"}
+    assert not errors, f"{lab}: error or stderr output: {errors}"
+    assert set(late) == set(code)
+    slow = {i: round(s) for i, s in late.items() if s > LATE_REPLY_S}
+    assert not slow, f"{lab}: the client received these cells' replies long after the kernel sent them: {slow}"
+
+
+IMAGES = {"lab11": 4, "lab12": 10, "lab13": 6}        # the images each lab shows at least (plots and frames)
+SLIDER_CELLS = {"lab11": 3, "lab12": 4, "lab13": 1}  # the cells of each lab that show a slider
+
+
+def test_every_image_has_alt_text_with_its_result(executed):
+    lab, nb, _, _ = executed
+    found = images(nb)
+    assert len(found) >= IMAGES[lab], f"{lab}: only {len(found)} images"
+    assert any(where.startswith("widget") for where, _, _ in found), f"{lab}: no slider frame in the widget state"
+    for where, alt, text in found:
+        assert len(alt) > 80 and re.search(r"\d", alt), f"{lab} {where}: alt text {alt!r}"
+        assert text in (None, alt), f"{lab} {where}: the text/plain is not the alt text"
+
+
+def test_every_slider_shows_a_picture_in_an_html_export_without_widget_state(executed):
+    lab, nb, _, _ = executed
+    cells = slider_cells(nb)
+    assert len(cells) == SLIDER_CELLS[lab], f"{lab}: sliders in cells {cells}"
+    exporter = HTMLExporter()                     # the default template (lab), as `jupyter nbconvert --to html`
+    for i in cells:
+        one = nbformat.v4.new_notebook(cells=[nb.cells[i]])        # no widget state in its metadata
+        body, _ = exporter.from_notebook_node(one)
+        outputs = body.split('class="jp-Cell-outputWrapper"', 1)[1]
+        assert "jupyter-widgets" not in outputs, f"{lab} cell {i}: the export tried to draw the widget"
+        bundle = next(out for out in nb.cells[i].outputs if WIDGET in out.get("data", {})
+                      and {"image/png", "text/html"} & set(out["data"]))
+        if "image/png" in bundle["data"]:
+            assert "data:image/png;base64," in outputs, f"{lab} cell {i}"
+            assert bundle["metadata"]["image/png"]["alt"].startswith("Slider "), f"{lab} cell {i}"
+        else:
+            assert outputs.count("<table") >= 3, f"{lab} cell {i}: neither a picture nor the tables"
+
+
+def test_the_html_export_with_the_classic_template_writes_the_alt_text(executed):
+    """nbconvert's classic template writes an image's alt text from its output metadata. (This
+    nbconvert's default template, lab, writes none and fills in "No description has been provided for
+    this image"; JupyterLab 4.6's image renderer sets none either.)"""
+    lab, nb, _, _ = executed
+    body, _ = HTMLExporter(template_name="classic").from_notebook_node(nb)
+    alts = [re.search(r'alt="([^"]*)"', tag).group(1) for tag in re.findall(r"<img[^>]*>", body)
+            if "data:image/png;base64," in tag and 'alt="' in tag]
+    assert len(alts) >= len([1 for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                             if "image/png" in o.get("data", {}) and WIDGET not in o["data"]])     # sliders: widgets
+    assert all(len(a) > 80 for a in alts)
+
+
+def test_solution_notebook_shows_its_run_and_sliders_redraw(executed, lab_page):
+    page, server = lab_page
+    lab, nb, _, relpath = executed
+    cells = nb.cells
+    check_kernelspec(REPO / relpath)
+    with step(page, f"{lab} (solutions): open the executed {relpath} in its kernel and wait for '(ipykernel) | Idle'", lab):
         jlab.open_notebook(page, server, relpath)
-    with step(page, f"{lab} (solutions): Run All", lab):
-        jlab.run_all(page, RUN_ALL_TIMEOUT_S)
-    with step(page, f"{lab} (solutions): every code cell ran without error output", lab):
+    with step(page, f"{lab} (solutions): every code cell shows its run, no error output", lab):
         assert_all_ran_clean(page, cells, f"{lab} with solutions")
+    with step(page, f"{lab} (solutions): the sliders' widgets come from the kernel, one in each slider cell", lab):
+        want = len(slider_cells(nb))
+        try:
+            page.wait_for_function(f"() => document.querySelectorAll("
+                                   f"'.jp-NotebookPanel:not(.lm-mod-hidden) .widget-slider').length >= {want}",
+                                   timeout=60_000)
+        except Exception:       # noqa: BLE001 -- say what the page shows instead
+            raise AssertionError(f"{jlab.sliders(page).count()} sliders shown, {want} wanted; the widget outputs read: "
+                                 f"{page.locator('.jp-OutputArea-output[data-mime-type*=widget]').all_inner_texts()[:4]}")
 
     n = jlab.sliders(page).count()
     wanted = SLIDERS.get(lab, ())
@@ -205,10 +351,26 @@ def test_a_hint_unfolds_and_an_answer_can_be_written(lab_page):
     jlab.shot(page, "lab11-answer-written")
 
 
-def test_beyond_ppo_runs_and_its_beta_slider_redraws(lab_page):
-    """The staff companion: Run All from its cache of results, then its beta slider moves and re-draws."""
+def test_beyond_ppo_beta_slider_redraws(lab_page):
+    """The staff companion in JupyterLab: its first cell (the cache of results) and its slider's cell run
+    without error output, then its beta slider moves and re-draws. (That the whole notebook runs top to
+    bottom without error or stderr output is tests/test_beyond_ppo.py's test_notebook_runs_top_to_bottom.)"""
     page, server = lab_page
-    run_all_clean(page, server, "notebooks/beyond_ppo.ipynb", "beyond PPO", "beyond_ppo")
+    relpath = "notebooks/beyond_ppo.ipynb"
+    path, cells = notebook(relpath)
+    check_kernelspec(path)
+    code = [i for i, c in enumerate(cells) if c.cell_type == "code"]
+    slider_cell = [i for i in code if "Slider(" in cells[i].source]
+    assert "results()" in cells[code[0]].source and len(slider_cell) == 1, "the first code cell reads the cache, one cell shows the slider"
+    wanted = [code[0], slider_cell[0]]
+    with step(page, f"beyond PPO: open {relpath}", "beyond_ppo"):
+        jlab.open_notebook(page, server, relpath)
+    with step(page, f"beyond PPO: run cells {wanted} (the cache, the slider) without error output", "beyond_ppo"):
+        jlab.run_cells(page, wanted, RUN_ALL_TIMEOUT_S)
+        prompts = jlab.prompts(page)
+        assert all(re.search(r"\[\d+\]", prompts[i] or "") for i in wanted), [prompts[i] for i in wanted]
+        errors = errors_by_cell(page)
+        assert not errors, f"error output in cell(s) {sorted(errors)}:\n" + "\n".join(errors.values())
     with step(page, "beyond PPO: its beta slider moves, readout and plot update", "beyond_ppo"):
         found = [jlab.sliders(page).nth(k) for k in range(jlab.sliders(page).count())]
         found = [s for s in found if BETA.search(jlab.slider_state(s)["label"])]
