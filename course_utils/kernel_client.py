@@ -13,7 +13,7 @@ the same notebook took 312 s, its 300 s limit and its run.
 What takes the wake-up, in the labs: nbclient answers every output an ``ipywidgets.Output`` captures
 with a comm message on the shell socket, sent while the cell's reply is awaited on that socket. The
 sliders' frames therefore no longer live in Output widgets (views.base.show_slider), so a stock client
-(``jupyter nbconvert --execute``) runs both labs to the end (tests/test_plain_jupyter.py); this
+(``jupyter nbconvert --execute``) runs every lab to the end (tests/browser/test_labs_in_browser.py); this
 manager stays for any other missed wake-up.
 
 ``SteadyKernelManager`` is jupyter_client's ``AsyncKernelManager`` except that its clients' channels
