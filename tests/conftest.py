@@ -13,15 +13,14 @@ def pytest_configure(config):
         "(deselect with -m 'not slow')")
 
 
-# The longest test files, longest first (`make test`'s --durations on a 2-core machine; the last three
-# by the CPU seconds of each file run alone: test_science 93, test_tolerances 32, test_mistakes 23): with
-# two workers, starting them first keeps the last minutes from running on one worker while the other
-# waits (`make test` passes --no-loadscope-reorder, so files are handed out in this order; the rest
-# follow in collection order).
-LONGEST_FIRST = ("browser/test_hub_round_trip.py", "test_class_grading.py", "test_lifecycle.py",
-                 "test_capability_matrix.py", "test_validate_agrees.py", "browser/test_labs_in_browser.py",
-                 "test_student_edition.py", "test_mutants.py", "test_science.py", "test_tolerances.py",
-                 "test_mistakes.py")
+# The longest test files, longest first (each file's seconds in a fresh-clone `make test` on a 2-core
+# machine, from its --junitxml): starting them first keeps the last minutes from running on one worker
+# while the others wait (`make test` passes --no-loadscope-reorder, so files are handed out in this
+# order; the rest follow in collection order).
+LONGEST_FIRST = ("browser/test_labs_in_browser.py", "browser/test_hub_round_trip.py", "test_lifecycle.py",
+                 "test_mutants.py", "test_class_grading.py", "test_capability_matrix.py", "test_student_edition.py",
+                 "test_validate_agrees.py", "test_science.py", "test_ta_week.py", "test_broken_notebooks.py",
+                 "test_sandbox.py", "test_tolerances.py")
 
 
 def pytest_terminal_summary(terminalreporter, config):
