@@ -83,7 +83,7 @@ browser:  ## install Debian's chromium for the browser tests when it is missing
 	@command -v chromium >/dev/null || { $(call apt_install, chromium,to run the browser tests); }
 
 test: test-install  ## run every test: course_utils, labs, mutants, nbgrader lifecycle, browser
-	$(PY) -m pytest -q -n 4 --dist loadfile --no-loadscope-reorder -rfEs --durations=15   # four workers, a file each, longest first (tests/conftest.py): the slow files wait on servers, browsers and kernels much of the time, so four keep two cores busy; failures, errors and skip reasons named, the 15 slowest
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -rfEs --durations=15   # two workers, a file each, longest first (tests/conftest.py); failures, errors and skip reasons named, the 15 slowest
 
 test-fast: setup  ## the unit tests only: nothing starts nbgrader, a kernel, a venv, a browser or training
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow" -rfEs --durations=5   # both cores
