@@ -64,15 +64,23 @@ apt_install = if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  echo "apt-get install$(1)"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	  apt-get install -y -qq $(1) >/dev/null; \
 	else echo "missing:$(1): install (apt-get install$(1), or your system's packages) $(2)"; fi
-# the Debian packages `make test` needs, those not found here: chromium (the browser tests), bubblewrap (the
-# grading sandbox), postgresql (class grading, the hub's gradebook), nodejs and npm (the hub's proxy); found
-# with the system's Python, as .venv may be in the making at the same time
-MISSING_PACKAGES = $$(command -v chromium >/dev/null || echo " chromium")$$(command -v bwrap >/dev/null || echo " bubblewrap")$\
-  $$(PATH="$(SYSTEM_PATH)" $(PYTHON) -m course_staff.grading.postgres check >/dev/null 2>&1 || echo " postgresql")$\
-  $$(command -v npm >/dev/null || echo " nodejs npm")
+# the Debian packages `make test` needs, each with the test that finds it (one table for system-install and the
+# targets that install one of them): chromium (the browser tests), bubblewrap (the grading sandbox), postgresql
+# (class grading, the hub's gradebook), npm and nodejs (the hub's proxy). Tested with the system's Python, as
+# .venv may be in the making at the same time.
+SYSTEM_PACKAGES := chromium bubblewrap postgresql npm
+have_chromium   = command -v chromium >/dev/null
+have_bubblewrap = command -v bwrap >/dev/null
+have_postgresql = PATH="$(SYSTEM_PATH)" $(PYTHON) -m course_staff.grading.postgres check >/dev/null 2>&1
+have_npm        = command -v npm >/dev/null
+debian_npm      = nodejs npm
+debian_names    = $(or $(debian_$(1)),$(1))
+MISSING_PACKAGES = $(foreach p,$(SYSTEM_PACKAGES),$$($(have_$(p)) || echo " $(call debian_names,$(p))"))
+# $(call install_missing,PACKAGE,WHAT FOR): apt-get install PACKAGE (of the table above) when its test fails
+install_missing = @$(have_$(1)) || { $(call apt_install, $(call debian_names,$(1)),$(2)); }
 
 system-install:  ## install the Debian packages make test needs when missing (as root; one apt-get for all)
-	@missing="$(MISSING_PACKAGES)"; [ -z "$$missing" ] || { $(call apt_install,$$missing,for make test); }
+	@missing=$$(echo $(MISSING_PACKAGES)); [ -z "$$missing" ] || { $(call apt_install, $$missing,for make test); }
 
 test-install:  ## set up all make test needs: .venv (pip) and the system packages (apt-get) at once, then the hub
 	@echo "setting up .venv (pip) and the missing system packages (apt-get) at once"
@@ -80,7 +88,7 @@ test-install:  ## set up all make test needs: .venv (pip) and the system package
 	@$(MAKE) --no-print-directory hub-install
 
 browser:  ## install Debian's chromium for the browser tests when it is missing
-	@command -v chromium >/dev/null || { $(call apt_install, chromium,to run the browser tests); }
+	$(call install_missing,chromium,to run the browser tests)
 
 test: test-install  ## run every test: course_utils, labs, mutants, nbgrader lifecycle, browser
 	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -rfEs --durations=15   # two workers, a file each, longest first (tests/conftest.py); failures, errors and skip reasons named, the 15 slowest
@@ -89,7 +97,7 @@ test-fast: setup  ## the unit tests only: nothing starts nbgrader, a kernel, a v
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow" -rfEs --durations=5   # both cores
 
 sandbox-install: setup  ## install Debian's bubblewrap (the grading sandbox) when it is missing (as root)
-	@command -v bwrap >/dev/null || { $(call apt_install, bubblewrap,to grade in the sandbox); }
+	$(call install_missing,bubblewrap,to grade in the sandbox)
 
 sandbox: sandbox-install  ## is the grading sandbox on here? start one and print what student code sees
 	$(PY) -m course_staff.grading.sandbox
@@ -120,7 +128,7 @@ clear-manual: check-config  ## TA: drop STUDENT's manual scores in LAB (a resubm
 	$(PY) -m course_staff.grading.manual_scores clear $(LAB) $(STUDENT)
 
 postgres-install: setup  ## install Debian's PostgreSQL server when it is missing (as root)
-	@$(PY) -m course_staff.grading.postgres check 2>/dev/null || { $(call apt_install, postgresql,for the class-grading tests); }
+	$(call install_missing,postgresql,for the class-grading tests)
 
 postgres: postgres-install  ## start a throwaway local PostgreSQL gradebook (a TA's dry run)
 	$(PY) -m course_staff.grading.postgres start $(PGDIR)
@@ -129,7 +137,7 @@ postgres-stop: setup  ## stop it and delete its data
 	$(PY) -m course_staff.grading.postgres stop $(PGDIR)
 
 hub-install: setup postgres-install sandbox-install  ## install the hub's pinned jupyterhub (PyPI) and configurable-http-proxy (npm) when missing
-	@command -v npm >/dev/null || { $(call apt_install, nodejs npm,for the hub); }
+	$(call install_missing,npm,for the hub)
 	$(PY) -m course_staff.hub install
 
 hub: hub-install  ## a local JupyterHub (root): 1 instructor, 3 students, the exchange, PostgreSQL; prints URL and passwords
