@@ -1,7 +1,6 @@
 """The staff companion "Beyond PPO": DPO's and GRPO's pieces, the cache of results, its views, and the
 notebook run top to bottom (slow)."""
 
-import ast
 import json
 import math
 import time
@@ -13,6 +12,7 @@ from course_staff.beyond import methods as B
 from course_staff.beyond import results as R
 from course_staff.fingerprint import code_digest
 from course_staff.course import REPO
+from benchmarks.provenance import import_graph, module_files
 
 NOTEBOOK = REPO / "notebooks" / "beyond_ppo.ipynb"
 CELL_TIMEOUT_S = 300            # a hung cell fails; how long Run All takes is a benchmark's figure, not a test's
@@ -88,26 +88,23 @@ def test_code_digest_ignores_docstrings_and_comments_not_code():
     assert code_digest(src) != code_digest('def f(x):\n    """doc"""\n    return x + 2\n')
 
 
-def _course_utils_imports(path):
-    """The course_utils modules a file imports (``from course_utils.x import``, ``from course_utils import x``)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("course_utils"):
-            names = [node.module] if node.module != "course_utils" else [f"course_utils.{a.name}" for a in node.names]
-            found |= {REPO / (n.replace(".", "/") + ".py") for n in names}
-    return {p for p in found if p.exists()}
+# modules the experiment imports whose code moves no cached number: a progress bar, the course's paths and list
+# of labs, and the loader of the labs' cells (the cells themselves are in the fingerprint: R.LAB_NAMES)
+NO_NUMBERS = {"course_utils/runtime.py", "course_staff/course.py", "course_staff/solutions.py"}
 
 
-def test_the_fingerprint_covers_every_course_utils_module_the_experiment_runs():
-    todo, used = [REPO / "course_staff/beyond/methods.py", REPO / "course_staff/beyond/experiment.py"], set()
-    while todo:
-        for module in _course_utils_imports(todo.pop()) - used:
+def test_the_fingerprint_covers_every_module_the_experiment_runs():
+    graph, files = import_graph(), module_files()
+    todo, used = ["course_staff.beyond.methods", "course_staff.beyond.experiment"], set()
+    while todo:                                   # every module they import, directly or through another
+        module = todo.pop()
+        if module not in used:
             used.add(module)
-            todo.append(module)
-    used = {p.relative_to(REPO).as_posix() for p in used}
-    missing = used - set(R.INPUT_FILES) - {"course_utils/runtime.py"}       # a progress bar changes no number
+            todo += graph.get(module, ())
+    used = {files[m] for m in used if not files[m].endswith("__init__.py")}
+    missing = used - set(R.INPUT_FILES) - NO_NUMBERS
     assert not missing, f"the cache's fingerprint misses code its numbers depend on: {sorted(missing)}"
-    assert {"course_utils/world.py", "course_utils/tinylm.py"} <= used      # the walk follows the imports
+    assert {"course_utils/world.py", "course_utils/tinylm.py", "course_staff/exact.py"} <= used  # the walk follows
 
 
 @pytest.fixture(scope="module")
