@@ -39,6 +39,10 @@ $(STAMP): pyproject.toml
 	# torch pinned (its CPU build is what every course machine runs) and the rest, in one resolver call;
 	# byte-compiled here, as the grading sandbox and the hub's users import from a .venv they cannot write
 	$(PY) -m pip install --quiet torch==2.13.0 -e '.[dev]'
+	# an extra of jupyter-events brings rfc3987-syntax, and jsonschema then builds its RFC 3987 grammar at
+	# import: 2 CPU-s in every process that imports nbformat (each nbgrader command, JupyterLab, a test
+	# worker), for the "iri" string format, which nothing of the course's nbgrader and Jupyter checks
+	$(PY) -m pip uninstall --quiet --yes rfc3987-syntax
 	touch $(STAMP)
 
 setup: $(STAMP)  ## create .venv with the pinned packages and course_utils (editable)
