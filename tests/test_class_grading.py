@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from course_staff.testbed import harness as h
-from course_staff.grading.class_grading import graded, shard_of
+from course_staff.grading.class_grading import alembic_head, graded, shard_of
 from course_staff.testbed import classroom
 from tests import requirements
 from course_staff.testbed import students as st
@@ -242,10 +242,13 @@ def test_the_dry_run_server_starts_serves_a_gradebook_and_stops(tmp_path, monkey
     try:
         assert run("start", tmp_path).returncode == 1                  # one server per folder
         from nbgrader.api import Gradebook
+        from sqlalchemy import text
         with Gradebook(url) as gb:                                      # nbgrader creates its tables
             gb.add_student("alice")
         with Gradebook(url) as gb:
             assert [s.id for s in gb.students] == ["alice"]
+            stamp = gb.db.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        assert stamp == alembic_head()          # nbgrader's `alembic heads` stamped it: class_grading's is the same
     finally:
         stopped = run("stop", tmp_path)
     assert stopped.returncode == 0 and "stopped" in stopped.stdout, stopped.stderr
