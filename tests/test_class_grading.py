@@ -17,6 +17,7 @@ import csv
 import subprocess
 import sys
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,14 @@ def grading(course, *args, env, wait=True):
     return proc.communicate(timeout=900) + (proc.returncode,) if wait else proc
 
 
+def on_both(machines, *args, **kwargs):
+    """`nbgrader *args` on every machine at the same time, as their TAs would; [(exit code, output)].
+    (Only for commands that write nothing both machines share: two collects would add the same
+    students to the gradebook at once.)"""
+    with ThreadPoolExecutor(len(machines)) as pool:
+        return list(pool.map(lambda machine: h.nbgrader(machine, *args, **kwargs), machines))
+
+
 @pytest.fixture(scope="module")
 def the_class(postgres, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("class")
@@ -63,8 +72,8 @@ def the_class(postgres, tmp_path_factory):
     for i, proc in enumerate(running, 1):
         logs[f"autograde {i}"] = proc.communicate(timeout=900)[0]
         print(logs[f"autograde {i}"])
-    for i, machine in enumerate(machines, 1):
-        logs[f"feedback {i}"] = h.nbgrader(machine, "generate_feedback", LAB, env=env, check=False)[1]
+    for i, (_, log) in enumerate(on_both(machines, "generate_feedback", LAB, env=env, check=False), 1):
+        logs[f"feedback {i}"] = log
     h.nbgrader(machines[0], "export", "--to", "grades.csv", env=env)
     proc = subprocess.run([sys.executable, "-m", "course_staff.grading.task_grades"], cwd=machines[0],
                           env={**h._env(), **env}, capture_output=True, text=True)
