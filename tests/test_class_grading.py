@@ -17,12 +17,13 @@ import csv
 import subprocess
 import sys
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from course_staff.testbed import harness as h
-from course_staff.grading.class_grading import graded, shard_of
+from course_staff.grading.class_grading import alembic_head, graded, shard_of
 from course_staff.testbed import classroom
 from tests import requirements
 from course_staff.testbed import students as st
@@ -39,6 +40,14 @@ def grading(course, *args, env, wait=True):
     proc = subprocess.Popen(cmd, cwd=course, env={**h._env(), **env}, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     return proc.communicate(timeout=900) + (proc.returncode,) if wait else proc
+
+
+def on_both(machines, *args, **kwargs):
+    """`nbgrader *args` on every machine at the same time, as their TAs would; [(exit code, output)].
+    (Only for commands that write nothing both machines share: two collects would add the same
+    students to the gradebook at once.)"""
+    with ThreadPoolExecutor(len(machines)) as pool:
+        return list(pool.map(lambda machine: h.nbgrader(machine, *args, **kwargs), machines))
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +72,8 @@ def the_class(postgres, tmp_path_factory):
     for i, proc in enumerate(running, 1):
         logs[f"autograde {i}"] = proc.communicate(timeout=900)[0]
         print(logs[f"autograde {i}"])
-    for i, machine in enumerate(machines, 1):
-        logs[f"feedback {i}"] = h.nbgrader(machine, "generate_feedback", LAB, env=env, check=False)[1]
+    for i, (_, log) in enumerate(on_both(machines, "generate_feedback", LAB, env=env, check=False), 1):
+        logs[f"feedback {i}"] = log
     h.nbgrader(machines[0], "export", "--to", "grades.csv", env=env)
     proc = subprocess.run([sys.executable, "-m", "course_staff.grading.task_grades"], cwd=machines[0],
                           env={**h._env(), **env}, capture_output=True, text=True)
@@ -242,10 +251,13 @@ def test_the_dry_run_server_starts_serves_a_gradebook_and_stops(tmp_path, monkey
     try:
         assert run("start", tmp_path).returncode == 1                  # one server per folder
         from nbgrader.api import Gradebook
+        from sqlalchemy import text
         with Gradebook(url) as gb:                                      # nbgrader creates its tables
             gb.add_student("alice")
         with Gradebook(url) as gb:
             assert [s.id for s in gb.students] == ["alice"]
+            stamp = gb.db.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        assert stamp == alembic_head()          # nbgrader's `alembic heads` stamped it: class_grading's is the same
     finally:
         stopped = run("stop", tmp_path)
     assert stopped.returncode == 0 and "stopped" in stopped.stdout, stopped.stderr
