@@ -195,10 +195,10 @@ def _wait_for_port(port, proc, log, timeout_s=120):
     raise RuntimeError(f"configurable-http-proxy did not listen within {timeout_s} s:\n{Path(log).read_text()[-3000:]}")
 
 
-def _timed(what, function, *args):
-    """``function(*args)``, then print ``what`` and the seconds it took."""
+def _timed(what, function, *args, **kwargs):
+    """``function(*args, **kwargs)``, then print ``what`` and the seconds it took."""
     t0 = time.monotonic()
-    result = function(*args)
+    result = function(*args, **kwargs)
     print(f"{what}: {time.monotonic() - t0:.0f} s", flush=True)
     return result
 
@@ -250,10 +250,30 @@ def start(root, prefix):
         exchange=str(paths["exchange"]), db_url=db_url, ld_library_path=lib, hub_db_url=hub_db_url,
         instructor=names["instructor"], students=names["students"])
     paths["state"].write_text(json.dumps(state))
-    # the gradebook knows the labs before anyone opens Formgrader (as `make record` does)
-    _run(paths["env"] / "bin" / "python", "-m", "course_staff.grading.class_grading", "record", *assigned(),
-         user=names["instructor"], cwd=pwd.getpwnam(names["instructor"]).pw_dir,
-         env={**server_environment(state, names["instructor"]), "HOME": pwd.getpwnam(names["instructor"]).pw_dir})
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # the gradebook knows the labs before anyone opens Formgrader (as `make record` does): recorded
+        # while the proxy and the hub start (the hub has a database of its own)
+        home = pwd.getpwnam(names["instructor"]).pw_dir
+        recorded = pool.submit(_timed, "the labs recorded in the gradebook", _run, paths["env"] / "bin" / "python",
+                               "-m", "course_staff.grading.class_grading", "record", *assigned(),
+                               user=names["instructor"], cwd=home,
+                               env={**server_environment(state, names["instructor"]), "HOME": home})
+        _start_hub(paths, state, port)
+        recorded.result()
+    print(f"\nJupyterHub {JUPYTERHUB} at {state['url']}  (ready in {time.monotonic() - t0:.0f} s; "
+          f"log: {paths['hub'] / 'jupyterhub.log'})\n")
+    for name, password in state["users"].items():
+        role = "instructor (Formgrader)" if name == names["instructor"] else "student (Assignments)"
+        print(f"  {name:<18} password {password:<14} {role}")
+    print(f"\nexchange {paths['exchange']}; gradebook on PostgreSQL (NBGRADER_DB_URL in the "
+          f"instructor's server); `make hub-stop` removes it all")
+    return state
+
+
+def _start_hub(paths, state, port):
+    """Start configurable-http-proxy on ``port``, then JupyterHub; return once the hub answers. Their pids
+    go into ``state`` (and hub.json) as soon as they run: `stop` ends them."""
+    t0 = time.monotonic()
     log = paths["hub"] / "jupyterhub.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NBGRADER", "JUPYTER", "PYTHON"))}
     env.update(COURSE_HUB_STATE=str(paths["state"]), PATH=f"{VENV / 'bin'}:{env.get('PATH', '')}",
@@ -273,14 +293,7 @@ def start(root, prefix):
     state["pid"] = proc.pid
     paths["state"].write_text(json.dumps(state))
     _wait_for(state["url"], proc, log)
-    print(f"\nJupyterHub {JUPYTERHUB} at {state['url']}  (ready in {time.monotonic() - t0:.0f} s; "
-          f"log: {log})\n")
-    for name, password in state["users"].items():
-        role = "instructor (Formgrader)" if name == names["instructor"] else "student (Assignments)"
-        print(f"  {name:<18} password {password:<14} {role}")
-    print(f"\nexchange {paths['exchange']}; gradebook on PostgreSQL (NBGRADER_DB_URL in the "
-          f"instructor's server); `make hub-stop` removes it all")
-    return state
+    print(f"the proxy and the hub started: {time.monotonic() - t0:.0f} s", flush=True)
 
 
 # -- stop ------------------------------------------------------------------------------------------

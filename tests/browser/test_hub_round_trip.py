@@ -41,6 +41,7 @@ from course_staff.testbed import harness                      # course_staff/tes
 from course_staff.testbed.lab_tables import table             # each check's points
 from course_staff.hub import COURSE, exchange, server_environment
 from tests import requirements
+from tests.browser import jlab
 from course_staff.course import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -192,6 +193,15 @@ def _lab(page):
     return page
 
 
+def _to_lab(page, state, user):
+    """Bring ``page`` to ``user``'s JupyterLab: loaded again unless the page shows it as it was loaded at
+    login (a page opened at a path, /lab/tree/..., may hold that path's dialogs: "Cannot open ...")."""
+    if page.url.rstrip("/") != f"{state['url']}/user/{user}/lab":
+        print(f"[hub] {user}'s page shows {page.url}: JupyterLab loaded again")
+        page.goto(f"{state['url']}/user/{user}/lab")
+    page.locator(".jp-LabShell").wait_for()
+
+
 def _nbgrader_menu(page, item):
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Nbgrader$")).click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(rf"^{re.escape(item)}$")).click()
@@ -211,7 +221,8 @@ def _assignments(page):
     _nbgrader_menu(page, "Assignment List")
     page.locator("#released_assignments_list").wait_for()
     page.wait_for_function("() => !document.querySelector('#released_assignments_list_loading') || "
-                           "document.querySelector('#released_assignments_list_loading').offsetParent === null")
+                           "document.querySelector('#released_assignments_list_loading').offsetParent === null",
+                           polling=jlab.POLL_MS)
 
 
 def _click_in_list(page, listing, label):
@@ -409,8 +420,7 @@ EOF""")
     # -- 4. student 2 against student 1 and the course: terminal, file browser, then the control
     probe, n_targets = _probe_script(state, inbound)
     with step(page, f"{s2}-terminal-probes-others-files"):
-        page.goto(f"{state['url']}/user/{s2}/lab")
-        page.locator(".jp-LabShell").wait_for()
+        _to_lab(page, state, s2)
         page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^File$")).click()
         page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^New$")).hover()
         page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Terminal$")).click()
@@ -421,7 +431,8 @@ EOF""")
             page.wait_for_function(
                 "user => /\\$/.test((document.querySelector('.jp-Terminal .xterm-rows') || {textContent: ''})"
                 ".textContent) || Array.from(document.querySelectorAll('.lm-TabBar-tabLabel'))"
-                ".some(e => e.textContent.startsWith(user + '@'))", arg=s2, timeout=15_000)
+                ".some(e => e.textContent.startsWith(user + '@'))", arg=s2, timeout=15_000,
+                polling=jlab.POLL_MS)
         except Exception:   # noqa: BLE001 -- neither shows: wait a little
             page.wait_for_timeout(3000)
         print(f"[hub] the terminal's prompt after {time.monotonic() - t_prompt:.1f} s", flush=True)
@@ -521,8 +532,7 @@ EOF""")
     hidden = _hidden_test_lines(solved)
     for s, page in pages.items():
         with step(page, f"{s}-fetches-feedback"):
-            page.goto(f"{state['url']}/user/{s}/lab")
-            page.locator(".jp-LabShell").wait_for()
+            _to_lab(page, state, s)
             _assignments(page)
             page.locator("#refresh_assignments_list").click()
             page.locator("#submitted_assignments_list .list_item", has_text=LAB).first.get_by_role(
