@@ -31,16 +31,23 @@ pytestmark = pytest.mark.slow
 LABS = sorted(edition.labs())
 SETUP_LIMIT_S = 900                 # a fresh venv with torch: about 1-2 minutes here, more on a busy machine
 
-# Runs one notebook in the edition's own Python the way JupyterLab's Run All does; prints JSON.
+# In the edition's own Python, one process: where course_utils and torch come from, then each notebook
+# named on the command line run the way JupyterLab's Run All does (a fresh kernel each); prints JSON,
+# {"probe": [course_utils' file, torch's CUDA version, the specs of course_staff and nbgrader], path: run}.
 RUN_ALL = """
 import json, sys
+import course_utils, torch, importlib.util as u
 from course_utils import selfcheck
-nb, errors, fatal = selfcheck.run(sys.argv[1], grading=False)
-print(json.dumps({"fatal": fatal,
-                  "errors": {i: [selfcheck.is_check(nb.cells[i]), e["ename"]] for i, e in errors.items()},
-                  "checks": [i for i, c in enumerate(nb.cells) if selfcheck.is_check(c)],
-                  "printed": "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
-                                     for o in c.outputs)}))
+found = {"probe": [course_utils.__file__, str(torch.version.cuda),
+                   f"{u.find_spec('course_staff')} {u.find_spec('nbgrader')}"]}
+for path in sys.argv[1:]:
+    nb, errors, fatal = selfcheck.run(path, grading=False)
+    found[path] = {"fatal": fatal,
+                   "errors": {i: [selfcheck.is_check(nb.cells[i]), e["ename"]] for i, e in errors.items()},
+                   "checks": [i for i, c in enumerate(nb.cells) if selfcheck.is_check(c)],
+                   "printed": "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                                      for o in c.outputs)}
+print(json.dumps(found))
 """
 
 def student_env():
@@ -71,24 +78,25 @@ def test_a_new_student_sets_up_works_and_checks(tmp_path):
     # the README's first command, on a machine that has never seen the course
     make_lab_until_it_answers(course, env, SETUP_LIMIT_S)
     timings["make lab (set-up + JupyterLab)"] = time.monotonic() - t0
-    probe = run([py, "-c", "import course_utils, torch, importlib.util as u; print(course_utils.__file__); "
-                 "print(torch.version.cuda); print(u.find_spec('course_staff'), u.find_spec('nbgrader'))"], course, env)
-    assert probe.returncode == 0, probe.stderr
-    where, cuda, absent = probe.stdout.splitlines()
+    start_here = "notebooks/00_start_here.ipynb"
+    blank_labs = [f"{lab}/{lab}.ipynb" for lab in LABS]
+    res = run([py, "-c", RUN_ALL, start_here, *blank_labs], course, env, timeout=300 + 600 * len(LABS))
+    assert res.returncode == 0, res.stderr[-3000:]
+    ran = json.loads(res.stdout.splitlines()[-1])
+    where, cuda, absent = ran["probe"]
     assert Path(where).resolve().parent == (course / "course_utils").resolve()   # the edition's own package
     assert cuda == "None"                                                     # a CPU build of torch
     assert absent == "None None"                                              # no graders' code, no nbgrader
 
     # the start-here notebook: the set-up check passes in the fresh venv
-    start = json.loads(run([py, "-c", RUN_ALL, "notebooks/00_start_here.ipynb"], course, env).stdout)
+    start = ran[start_here]
     assert start["errors"] == {} and not start["fatal"]
     assert "All set." in start["printed"] and "As expected." in start["printed"]
 
     # each blank lab, top to bottom: only the unfinished tasks' checks raise, and only NotImplementedError
-    for lab in LABS:
-        res = run([py, "-c", RUN_ALL, f"{lab}/{lab}.ipynb"], course, env)
-        out = json.loads(res.stdout)
-        assert not out["fatal"]
+    for path in blank_labs:
+        out = ran[path]
+        assert not out["fatal"], (path, out["fatal"])
         assert {int(i): e for i, e in out["errors"].items()} == {i: [True, "NotImplementedError"] for i in out["checks"]}
         assert "Traceback" not in out["printed"] and "Finish Task" in out["printed"]
     timings["start here + blank labs"] = time.monotonic() - t0 - sum(timings.values())

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from course_staff.course import CLASS_LABS, REPO, assigned, labs
@@ -194,6 +195,26 @@ def _wait_for_port(port, proc, log, timeout_s=120):
     raise RuntimeError(f"configurable-http-proxy did not listen within {timeout_s} s:\n{Path(log).read_text()[-3000:]}")
 
 
+def _timed(what, function, *args, **kwargs):
+    """``function(*args, **kwargs)``, then print ``what`` and the seconds it took."""
+    t0 = time.monotonic()
+    result = function(*args, **kwargs)
+    print(f"{what}: {time.monotonic() - t0:.0f} s", flush=True)
+    return result
+
+
+def _servers_python(paths):
+    """The student edition, then the servers' Python made with it; returns its LD_LIBRARY_PATH folder."""
+    _timed(f"student edition -> {paths['edition']}", _run, VENV / "bin" / "python", "-m",
+           "course_staff.edition.student_edition", paths["edition"], cwd=REPO)
+    lib = _timed(f"servers' Python -> {paths['env']}", server_python.build, VENV, paths["env"], paths["edition"],
+                 paths["python"])
+    problems = server_python.leftovers(paths["env"], lib)
+    if problems:
+        raise RuntimeError(f"the servers' Python reaches the checkout: {problems}")
+    return lib
+
+
 def start(root, prefix):
     accounts.require_root()
     paths, names = layout(root), accounts.users(prefix)
@@ -206,21 +227,22 @@ def start(root, prefix):
     paths["state"].chmod(0o600)
 
     t0 = time.monotonic()
-    print(f"student edition -> {paths['edition']}", flush=True)
-    _run(VENV / "bin" / "python", "-m", "course_staff.edition.student_edition", paths["edition"], cwd=REPO)
-    print(f"servers' Python -> {paths['env']}", flush=True)
-    lib = server_python.build(VENV, paths["env"], paths["edition"], paths["python"])
-    problems = server_python.leftovers(paths["env"], lib)
-    if problems:
-        raise RuntimeError(f"the servers' Python reaches the checkout: {problems}")
-    for name in [names["instructor"], *names["students"]]:
-        state["users"][name] = accounts.create(name)
-        paths["state"].write_text(json.dumps(state))
-    _course_folder(names["instructor"])
-    exchange.make(paths["exchange"], names["instructor"])
-    _write_config(paths, paths["exchange"])
-    print(f"gradebook and hub database -> PostgreSQL in {paths['postgres']}", flush=True)
-    db_url, hub_db_url = _postgres(paths["postgres"])
+    # three independent parts at once (one mostly waits on pip and the disk, one on PostgreSQL's start,
+    # one on useradd): the servers' Python, the gradebook, the users and their folders; leaving the
+    # `with`, every part has ended (a failure is raised then, and `stop` undoes what was made)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        servers_python = pool.submit(_servers_python, paths)
+        gradebook = pool.submit(_timed, f"gradebook and hub database -> PostgreSQL in {paths['postgres']}",
+                                _postgres, paths["postgres"])
+        for name in [names["instructor"], *names["students"]]:
+            state["users"][name] = accounts.create(name)
+            paths["state"].write_text(json.dumps(state))
+        _course_folder(names["instructor"])
+        exchange.make(paths["exchange"], names["instructor"])
+        _write_config(paths, paths["exchange"])
+        print(f"users, course folder, exchange: {time.monotonic() - t0:.0f} s", flush=True)
+        lib = servers_python.result()
+        db_url, hub_db_url = gradebook.result()
     port = _free_port()
     state.update(
         url=f"http://127.0.0.1:{port}", hub_port=_free_port(), proxy_api_port=_free_port(),
@@ -228,10 +250,30 @@ def start(root, prefix):
         exchange=str(paths["exchange"]), db_url=db_url, ld_library_path=lib, hub_db_url=hub_db_url,
         instructor=names["instructor"], students=names["students"])
     paths["state"].write_text(json.dumps(state))
-    # the gradebook knows the labs before anyone opens Formgrader (as `make record` does)
-    _run(paths["env"] / "bin" / "python", "-m", "course_staff.grading.class_grading", "record", *assigned(),
-         user=names["instructor"], cwd=pwd.getpwnam(names["instructor"]).pw_dir,
-         env={**server_environment(state, names["instructor"]), "HOME": pwd.getpwnam(names["instructor"]).pw_dir})
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # the gradebook knows the labs before anyone opens Formgrader (as `make record` does): recorded
+        # while the proxy and the hub start (the hub has a database of its own)
+        home = pwd.getpwnam(names["instructor"]).pw_dir
+        recorded = pool.submit(_timed, "the labs recorded in the gradebook", _run, paths["env"] / "bin" / "python",
+                               "-m", "course_staff.grading.class_grading", "record", *assigned(),
+                               user=names["instructor"], cwd=home,
+                               env={**server_environment(state, names["instructor"]), "HOME": home})
+        _start_hub(paths, state, port)
+        recorded.result()
+    print(f"\nJupyterHub {JUPYTERHUB} at {state['url']}  (ready in {time.monotonic() - t0:.0f} s; "
+          f"log: {paths['hub'] / 'jupyterhub.log'})\n")
+    for name, password in state["users"].items():
+        role = "instructor (Formgrader)" if name == names["instructor"] else "student (Assignments)"
+        print(f"  {name:<18} password {password:<14} {role}")
+    print(f"\nexchange {paths['exchange']}; gradebook on PostgreSQL (NBGRADER_DB_URL in the "
+          f"instructor's server); `make hub-stop` removes it all")
+    return state
+
+
+def _start_hub(paths, state, port):
+    """Start configurable-http-proxy on ``port``, then JupyterHub; return once the hub answers. Their pids
+    go into ``state`` (and hub.json) as soon as they run: `stop` ends them."""
+    t0 = time.monotonic()
     log = paths["hub"] / "jupyterhub.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NBGRADER", "JUPYTER", "PYTHON"))}
     env.update(COURSE_HUB_STATE=str(paths["state"]), PATH=f"{VENV / 'bin'}:{env.get('PATH', '')}",
@@ -251,14 +293,7 @@ def start(root, prefix):
     state["pid"] = proc.pid
     paths["state"].write_text(json.dumps(state))
     _wait_for(state["url"], proc, log)
-    print(f"\nJupyterHub {JUPYTERHUB} at {state['url']}  (ready in {time.monotonic() - t0:.0f} s; "
-          f"log: {log})\n")
-    for name, password in state["users"].items():
-        role = "instructor (Formgrader)" if name == names["instructor"] else "student (Assignments)"
-        print(f"  {name:<18} password {password:<14} {role}")
-    print(f"\nexchange {paths['exchange']}; gradebook on PostgreSQL (NBGRADER_DB_URL in the "
-          f"instructor's server); `make hub-stop` removes it all")
-    return state
+    print(f"the proxy and the hub started: {time.monotonic() - t0:.0f} s", flush=True)
 
 
 # -- stop ------------------------------------------------------------------------------------------

@@ -99,11 +99,13 @@ def build(venv, env, edition, python_copy):
     lib = _base_for_all(env, Path(python_copy))
     py = env / "bin" / "python"
     run_env = {**os.environ, **({"LD_LIBRARY_PATH": lib} if lib else {})}
-    for step in (["-m", "pip", "uninstall", "--yes", "--quiet", "course-utils"],
-                 ["-m", "pip", "install", "--quiet", "--no-deps", str(edition)]):
-        proc = subprocess.run([str(py), *step], capture_output=True, text=True, env=run_env)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{py} {' '.join(step)} failed:\n{proc.stdout}{proc.stderr}")
+    # one pip run replaces the editable install with the edition's package: built with the setuptools
+    # the env holds (no isolated build env to download and install first) and nothing fetched
+    step = ["-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", "--no-build-isolation",
+            "--no-index", str(edition)]
+    proc = subprocess.run([str(py), *step], capture_output=True, text=True, env=run_env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{py} {' '.join(step)} failed:\n{proc.stdout}{proc.stderr}")
     settings = env / "share" / "jupyter" / "lab" / "settings"
     settings.mkdir(parents=True, exist_ok=True)
     target = settings / "overrides.json"

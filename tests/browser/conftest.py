@@ -18,12 +18,14 @@ import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from jupyter_client.manager import AsyncKernelManager
 
 from tests import requirements
+from tests.browser import jlab
 from course_staff.course import REPO
 
 ARTIFACTS = REPO / "artifacts" / "browser"
@@ -114,7 +116,8 @@ def lab_server(tmp_path_factory):
     proc = subprocess.Popen(
         jupyter + ["--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1", f"--port={port}",
                    "--ServerApp.port_retries=0", f"--ServerApp.token={token}",
-                   f"--ServerApp.root_dir={root}"],
+                   f"--ServerApp.root_dir={root}",
+                   "--LabApp.expose_app_in_browser=True"],    # window.jupyterapp: jlab.open_notebook
         cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -133,7 +136,9 @@ def lab_server(tmp_path_factory):
                 raise RuntimeError("jupyter lab did not answer within 90 s:\n"
                                    + (tmp / "server.log").read_text()[-3000:])
             time.sleep(0.5)
-        yield {"url": url, "token": token, "root": root, "log": tmp / "server.log", "runtime": tmp / "runtime"}
+        with ThreadPoolExecutor(max_workers=1) as shutdowns:
+            yield {"url": url, "token": token, "root": root, "log": tmp / "server.log", "runtime": tmp / "runtime",
+                   "shutdowns": shutdowns}
     finally:
         try:
             os.killpg(proc.pid, signal.SIGTERM)     # the server and the kernels it started
@@ -146,24 +151,37 @@ def lab_server(tmp_path_factory):
         log.close()
 
 
-@pytest.fixture
-def page(browser, request):
-    """A fresh browser page (own context) for one test; a screenshot is saved when the test fails."""
+@pytest.fixture(scope="session")
+def tab(browser):
+    """One browser page for the session's notebook tests: JupyterLab loads in it once and each test opens
+    its notebook in that app (jlab.open_notebook), as a student opens one notebook after another."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     pg = context.new_page()
     pg.set_default_timeout(30_000)
     yield pg
-    rep = getattr(request.node, "rep_call", None)
-    if rep is not None and rep.failed and "browser step failed" not in str(rep.longrepr):
-        # a failure outside a step (a step saves its own screenshot)
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        shot = ARTIFACTS / f"FAILED-{request.node.name.replace('/', '_')}.png"
-        try:
-            pg.screenshot(path=str(shot))
-            print(f"\nscreenshot of the failure: {shot}")
-        except Exception as exc:   # the page may be gone
-            print(f"\nno screenshot of the failure: {exc}")
     context.close()
+
+
+@pytest.fixture
+def page(tab, request):
+    """The session's browser page for one test; a screenshot is saved when the test fails, and the page
+    is emptied then (the next test loads JupyterLab afresh)."""
+    yield tab
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        if "browser step failed" not in str(rep.longrepr):
+            # a failure outside a step (a step saves its own screenshot)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            shot = ARTIFACTS / f"FAILED-{request.node.name.replace('/', '_')}.png"
+            try:
+                tab.screenshot(path=str(shot))
+                print(f"\nscreenshot of the failure: {shot}")
+            except Exception as exc:   # the page may be gone
+                print(f"\nno screenshot of the failure: {exc}")
+        try:
+            tab.goto("about:blank")
+        except Exception as exc:       # noqa: BLE001 -- the next test's goto says more
+            print(f"\ncould not empty the page: {exc}")
 
 
 def api(server, method, path, body=None):
@@ -178,17 +196,29 @@ def api(server, method, path, body=None):
 
 
 @pytest.fixture
-def lab_page(lab_server, page):
-    """(page, server) for one notebook test; the kernels it started are shut down afterwards (not those
-    of a module's fixture, ``server_kernel``'s)."""
+def lab_page(lab_server, page, request):
+    """(page, server) for one notebook test. Afterwards its notebooks are closed in the page, and the
+    kernels it started are shut down (not those of a module's fixture, ``server_kernel``'s), in the
+    background: the next test need not wait for them to exit."""
     before = {kernel["id"] for kernel in api(lab_server, "GET", "/api/kernels")}
     yield page, lab_server
+    rep = getattr(request.node, "rep_call", None)
+    if rep is None or not rep.failed:       # a failed test's page stays as it is, for its screenshot
+        jlab.close_notebooks(page)
     try:
-        for kernel in api(lab_server, "GET", "/api/kernels"):
-            if kernel["id"] not in before:
-                api(lab_server, "DELETE", f"/api/kernels/{kernel['id']}")
+        started = [kernel["id"] for kernel in api(lab_server, "GET", "/api/kernels") if kernel["id"] not in before]
     except OSError as exc:
-        print(f"\ncould not shut down the kernels: {exc}")
+        print(f"\ncould not list the kernels: {exc}")
+        return
+    lab_server["shutdowns"].submit(_shut_down, lab_server, started)
+
+
+def _shut_down(server, kernels):
+    for kernel in kernels:
+        try:
+            api(server, "DELETE", f"/api/kernels/{kernel}")
+        except OSError as exc:
+            print(f"\ncould not shut down kernel {kernel}: {exc}")
 
 
 class ServerKernel(AsyncKernelManager):

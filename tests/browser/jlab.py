@@ -14,6 +14,9 @@ import nbformat
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "browser"
 STDERR = "application/vnd.jupyter.stderr"
 IDLE = re.compile(r"\(ipykernel\) \| Idle")
+# how often page.wait_for_function asks (ms): its default asks on every animation frame, which keeps
+# headless chromium drawing 60 frames a second for as long as a cell runs
+POLL_MS = 100
 
 
 def shot(page, name):
@@ -45,8 +48,15 @@ def step(page, name, tag="step"):
 # ---------------------------------------------------------------- opening and waiting
 
 def open_notebook(page, server, relpath, timeout_s=90):
-    """Open ``relpath`` (relative to the server's root) and wait until its kernel is really idle."""
-    page.goto(f"{server['url']}/lab/tree/{relpath}?token={server['token']}&reset")
+    """Open ``relpath`` (relative to the server's root) and wait until its kernel is really idle. In a page
+    where JupyterLab runs already, the notebook opens in it (the file browser's way: the app is not
+    loaded again); otherwise JupyterLab loads with it (its URL)."""
+    if page.url.startswith(f"{server['url']}/lab") and page.evaluate("() => !!window.jupyterapp"):
+        close_notebooks(page)
+        page.evaluate("async path => { await window.jupyterapp.commands.execute('docmanager:open', {path}); }",
+                      relpath)
+    else:
+        page.goto(f"{server['url']}/lab/tree/{relpath}?token={server['token']}&reset")
     page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").first.wait_for(timeout=timeout_s * 1000)
     try:
         wait_kernel_idle(page, 20)
@@ -63,6 +73,23 @@ def open_notebook(page, server, relpath, timeout_s=90):
         current.first.click()
 
 
+_CLOSE_JS = """() => {
+  const app = window.jupyterapp;
+  if (!app) return 0;
+  const open = Array.from(app.shell.widgets('main'));
+  open.forEach(w => w.dispose());          // no "save your changes?" dialog: the tests' copies are thrown away
+  return open.length;
+}"""
+
+
+def close_notebooks(page):
+    """Close every document open in the page's JupyterLab (their kernels keep running)."""
+    try:
+        page.evaluate(_CLOSE_JS)
+    except Exception as exc:     # noqa: BLE001 -- a page that is gone has nothing open
+        print(f"[browser] could not close the open documents: {exc}")
+
+
 def status_text(page):
     return page.locator(".jp-StatusBar-Widget").all_inner_texts()
 
@@ -73,7 +100,7 @@ def wait_kernel_idle(page, timeout_s=60):
     page.wait_for_function(
         """() => Array.from(document.querySelectorAll('.jp-StatusBar-Widget'))
                       .some(e => /\\(ipykernel\\) \\| Idle/.test(e.textContent))""",
-        timeout=timeout_s * 1000)
+        timeout=timeout_s * 1000, polling=POLL_MS)
 
 
 _PROMPTS_JS = """() => {
@@ -130,16 +157,26 @@ def cells(page):
     return page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
 
 
+def select_cell(page, i):
+    """Select cell ``i`` in command mode: a click on its prompt does not enter the editor."""
+    cell = cells(page).nth(i)
+    cell.scroll_into_view_if_needed()
+    cell.locator(".jp-InputPrompt").first.click()
+    page.keyboard.press("Escape")
+
+
 def run_cell(page, i, last, timeout_s):
     """Select cell ``i`` in command mode and run it (Shift+Enter; Ctrl+Enter on the ``last`` cell, where
     Shift+Enter would append a new one); for a code cell wait until its prompt shows a run."""
-    cell = cells(page).nth(i)
-    cell.scroll_into_view_if_needed()
-    # select the cell in command mode: a click on its prompt does not enter the editor
-    cell.locator(".jp-InputPrompt").first.click()
-    page.keyboard.press("Escape")
+    select_cell(page, i)
+    press_run(page, i, last, prompts(page)[i] is not None, timeout_s)
+
+
+def press_run(page, i, last, code, timeout_s):
+    """Run the selected cell ``i`` (Shift+Enter, which selects the next cell; Ctrl+Enter on the ``last``);
+    for a ``code`` cell wait until its prompt shows a run."""
     page.keyboard.press("Control+Enter" if last else "Shift+Enter")
-    if prompts(page)[i] is None:
+    if not code:
         return
     page.wait_for_function(
         """i => {
@@ -148,15 +185,20 @@ def run_cell(page, i, last, timeout_s):
              const p = c.querySelector('.jp-InputArea-prompt').textContent;
              return /\\[\\d+\\]/.test(p);
            }""",
-        arg=i, timeout=timeout_s * 1000)
+        arg=i, timeout=timeout_s * 1000, polling=POLL_MS)
 
 
 def run_each_cell(page, timeout_per_cell_s):
     """Run the cells one by one from the top, going on after errors, as a student who keeps pressing
-    Shift+Enter does (Run All would stop at the first failing test cell)."""
-    n = len(prompts(page))
+    Shift+Enter does (Run All would stop at the first failing test cell): the first cell selected, then
+    Shift+Enter again and again, each time once the code cell before has shown its run. Folded code is
+    unfolded first (View > Expand All Code): a folded cell shows no prompt to wait on."""
+    menu(page, "View", "Expand All Code")
+    code = [p is not None for p in prompts(page)]
+    n = len(code)
+    select_cell(page, 0)
     for i in range(n):
-        run_cell(page, i, i == n - 1, timeout_per_cell_s)
+        press_run(page, i, i == n - 1, code[i], timeout_per_cell_s)
     wait_until_done(page, timeout_per_cell_s)
 
 

@@ -41,6 +41,7 @@ from course_staff.testbed import harness                      # course_staff/tes
 from course_staff.testbed.lab_tables import table             # each check's points
 from course_staff.hub import COURSE, exchange, server_environment
 from tests import requirements
+from tests.browser import jlab
 from course_staff.course import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -110,13 +111,28 @@ def hub():
 
 def _as(state, user, script, check=True, timeout=300):
     """Run a bash ``script`` as ``user`` in their home, with their server's environment."""
+    return _finish(_as_started(state, user, script), check, timeout)
+
+
+def _as_started(state, user, script):
+    """Start ``_as``'s script without waiting for it (``_finish`` waits): the Popen."""
     home = pwd.getpwnam(user).pw_dir
     env = {**server_environment(state, user), "HOME": home, "USER": user, "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run(["/usr/sbin/runuser", "-u", user, "--", "bash", "-c", script], cwd=home,
-                          env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.Popen(["/usr/sbin/runuser", "-u", user, "--", "bash", "-c", script], cwd=home, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc, check=True, timeout=300):
+    """Wait for a script of ``_as_started``; its output (stdout, then stderr)."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
     if check and proc.returncode != 0:
-        raise AssertionError(f"as {user}: {script}\nexited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
-    return proc.stdout + proc.stderr
+        raise AssertionError(f"{' '.join(proc.args)}\nexited {proc.returncode}:\n{out}{err}")
+    return out + err
 
 
 # ---------------------------------------------------------------- the browser
@@ -159,7 +175,8 @@ class _Step:
         print(f"[hub] {self.name}: ok in {time.monotonic() - self.t0:.1f} s", flush=True)
 
 
-def _login(browser, state, user):
+def _log_in(browser, state, user):
+    """Log ``user`` in on a page of their own: JupyterHub starts their server (``_lab`` waits for it)."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
     page.set_default_timeout(60_000)
@@ -167,8 +184,22 @@ def _login(browser, state, user):
     page.fill("#username_input", user)
     page.fill("#password_input", state["users"][user])
     page.click("#login_submit")
-    page.wait_for_selector(".jp-LabShell", timeout=180_000)      # the server spawned, the lab loaded
     return page
+
+
+def _lab(page):
+    """``page`` once its user's server has spawned and JupyterLab has loaded in it."""
+    page.wait_for_selector(".jp-LabShell", timeout=180_000)
+    return page
+
+
+def _to_lab(page, state, user):
+    """Bring ``page`` to ``user``'s JupyterLab: loaded again unless the page shows it as it was loaded at
+    login (a page opened at a path, /lab/tree/..., may hold that path's dialogs: "Cannot open ...")."""
+    if page.url.rstrip("/") != f"{state['url']}/user/{user}/lab":
+        print(f"[hub] {user}'s page shows {page.url}: JupyterLab loaded again")
+        page.goto(f"{state['url']}/user/{user}/lab")
+    page.locator(".jp-LabShell").wait_for()
 
 
 def _nbgrader_menu(page, item):
@@ -190,7 +221,8 @@ def _assignments(page):
     _nbgrader_menu(page, "Assignment List")
     page.locator("#released_assignments_list").wait_for()
     page.wait_for_function("() => !document.querySelector('#released_assignments_list_loading') || "
-                           "document.querySelector('#released_assignments_list_loading').offsetParent === null")
+                           "document.querySelector('#released_assignments_list_loading').offsetParent === null",
+                           polling=jlab.POLL_MS)
 
 
 def _click_in_list(page, listing, label):
@@ -310,6 +342,8 @@ def test_lab11_round_trip_on_jupyterhub(hub, browser):
     t_start = time.monotonic()
     instructor, (s1, s2, s3) = state["instructor"], state["students"]
     inbound = f"{state['exchange']}/{COURSE}/inbound"
+    # everyone logs in first, at once: the four servers spawn side by side while the test prepares
+    logged_in = {user: _log_in(browser, state, user) for user in (instructor, s1, s2, s3)}
     solved, blank = harness.solved_submission(LAB), harness.blank_submission(LAB)
     written = _written_answers(blank)
     written_id, written_points = next(iter(written.items()))
@@ -332,7 +366,7 @@ with Gradebook(os.environ["NBGRADER_DB_URL"]) as gb:
     for s in ("{s1}", "{s2}"):       # nbgrader's per-student extension, on the submission's record
         gb.update_or_create_submission("{LAB}", s, extension=timedelta(days=1))
 EOF""")
-    teacher = _login(browser, state, instructor)
+    teacher = _lab(logged_in[instructor])
     with step(teacher, "instructor-releases-lab11-in-formgrader"):
         frame, row = _formgrader(teacher)
         row.locator("td.release a").click()
@@ -343,7 +377,7 @@ EOF""")
     # -- 2. the students
     pages = {}
     for student, submission, label in ((s1, solved, "solutions"), (s2, None, "blank"), (s3, solved, "late")):
-        page = pages[student] = _login(browser, state, student)
+        page = pages[student] = _lab(logged_in[student])
         with step(page, f"{student}-fetches-lab11-in-assignments"):
             _fetch(page)
         if submission is not None:
@@ -380,25 +414,35 @@ EOF""")
     for s in (s1, s2, s3):
         assert (Path(f"/home/{instructor}/submitted/{s}/{LAB}/{LAB}.ipynb")).exists(), s
     t0 = time.monotonic()
-    graded_log = _as(state, instructor, f"python -m course_staff.grading.class_grading autograde {LAB} --jobs 2", timeout=600)
-    print(f"[hub] autograde JOBS=2 on PostgreSQL, {time.monotonic() - t0:.0f} s:\n{graded_log[-1500:]}")
-    assert "every notebook in the sandbox" in graded_log, "the instructor's grading must run in the sandbox"
+    # the TA's autograde runs while student 2 probes from a terminal and the file browser (both only
+    # read); it has ended before the negative control opens the course folder to everyone
+    grading = _as_started(state, instructor, f"python -m course_staff.grading.class_grading autograde {LAB} --jobs 2")
     # -- 4. student 2 against student 1 and the course: terminal, file browser, then the control
     probe, n_targets = _probe_script(state, inbound)
     with step(page, f"{s2}-terminal-probes-others-files"):
-        page.goto(f"{state['url']}/user/{s2}/lab")
-        page.locator(".jp-LabShell").wait_for()
+        _to_lab(page, state, s2)
         page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^File$")).click()
         page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^New$")).hover()
         page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Terminal$")).click()
         page.locator(".jp-Terminal .xterm").first.wait_for()
-        try:                                         # the shell's prompt: the terminal is connected
-            page.wait_for_function("() => /\\$/.test((document.querySelector('.jp-Terminal .xterm-rows') "
-                                   "|| {textContent: ''}).textContent)", timeout=15_000)
-        except Exception:   # noqa: BLE001 -- a canvas renderer has no text rows: wait a little
+        t_prompt = time.monotonic()
+        try:     # the shell's prompt: the terminal is connected. A renderer that draws on a canvas (WebGL)
+            # has no text rows to read it from, but the prompt names the tab ("user@host: ~", its title)
+            page.wait_for_function(
+                "user => /\\$/.test((document.querySelector('.jp-Terminal .xterm-rows') || {textContent: ''})"
+                ".textContent) || Array.from(document.querySelectorAll('.lm-TabBar-tabLabel'))"
+                ".some(e => e.textContent.startsWith(user + '@'))", arg=s2, timeout=15_000,
+                polling=jlab.POLL_MS)
+        except Exception:   # noqa: BLE001 -- neither shows: wait a little
             page.wait_for_timeout(3000)
+        print(f"[hub] the terminal's prompt after {time.monotonic() - t_prompt:.1f} s", flush=True)
         page.locator(".jp-Terminal .xterm").first.click()
-        page.keyboard.type(f"({probe}) > ~/probe.txt; ln -s {inbound} ~/peek-inbound; "
+        # the probe, saved in student 2's home through their own server, then run from the terminal (a
+        # short line to type: a keystroke each, the whole probe took half a minute)
+        status, _ = _api(page, state, s2, "contents/probe.sh", "PUT",
+                         {"type": "file", "format": "text", "content": probe + "\n"})
+        assert status in (200, 201), f"saving student 2's probe.sh: HTTP {status}"
+        page.keyboard.type(f"bash probe.sh > ~/probe.txt; ln -s {inbound} ~/peek-inbound; "
                            f"ln -s /home/{instructor} ~/peek-course; cat ~/probe.txt\n")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -421,6 +465,9 @@ EOF""")
         page.wait_for_timeout(1500)
     print("[hub] student 2's file browser (HTTP status per folder):", browse)
     assert all(code >= 400 for code in browse.values()), f"the file browser opened another's folder: {browse}"
+    graded_log = _finish(grading, timeout=600)
+    print(f"[hub] autograde JOBS=2 on PostgreSQL, {time.monotonic() - t0:.0f} s:\n{graded_log[-1500:]}")
+    assert "every notebook in the sandbox" in graded_log, "the instructor's grading must run in the sandbox"
 
     # the negative control: the same probe, the exchange and the course folder world-readable
     trees = (Path(state["exchange"]), Path(f"/home/{instructor}"))
@@ -485,8 +532,7 @@ EOF""")
     hidden = _hidden_test_lines(solved)
     for s, page in pages.items():
         with step(page, f"{s}-fetches-feedback"):
-            page.goto(f"{state['url']}/user/{s}/lab")
-            page.locator(".jp-LabShell").wait_for()
+            _to_lab(page, state, s)
             _assignments(page)
             page.locator("#refresh_assignments_list").click()
             page.locator("#submitted_assignments_list .list_item", has_text=LAB).first.get_by_role(

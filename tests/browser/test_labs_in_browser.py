@@ -221,7 +221,7 @@ def test_solution_notebook_shows_its_run_and_sliders_redraw(executed, lab_page):
         try:
             page.wait_for_function(f"() => document.querySelectorAll("
                                    f"'.jp-NotebookPanel:not(.lm-mod-hidden) .widget-slider').length >= {want}",
-                                   timeout=60_000)
+                                   timeout=60_000, polling=jlab.POLL_MS)
         except Exception:       # noqa: BLE001 -- say what the page shows instead
             raise AssertionError(f"{jlab.sliders(page).count()} sliders shown, {want} wanted; the widget outputs read: "
                                  f"{page.locator('.jp-OutputArea-output[data-mime-type*=widget]').all_inner_texts()[:4]}")
