@@ -19,6 +19,7 @@ Judged on this process's CPU seconds (one thread), as bench.py's figures are.
 """
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -100,11 +101,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="one PPO run of Lab 12 as a multiple of its floor")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
+    load_start = os.getloadavg()[0]
     m = measure(args.repeats)
     cfg = m["cfg"]
     fmt = lambda xs: " ".join(f"{x:.2f}" for x in xs)
     print(f"torch {torch.__version__}, kernels {torch.backends.cpu.get_cpu_capability()}, "
-          f"{torch.get_num_threads()} thread(s)")
+          f"{torch.get_num_threads()} thread(s), {os.cpu_count()} cores, load average {load_start:.1f} at the start "
+          f"and {os.getloadavg()[0]:.1f} at the end (a load above the core count slows both figures)")
     print(f"one PPO run ({cfg.iters} x {cfg.batch}), CPU: {statistics.median(m['ppo']):.2f} s [{fmt(m['ppo'])}]")
     print(f"its floor (the same passes only), CPU: {statistics.median(m['floor']):.2f} s [{fmt(m['floor'])}]")
     print(f"one PPO run = {multiple(m):.2f} x floor")

@@ -232,20 +232,26 @@ def show_slider(view, slider, describe):
     note = widgets.HTML()
     frame = widgets.HTML()
 
+    def show(png_or_html, alt, caption):
+        note.value = caption
+        frame.value = png_or_html if isinstance(png_or_html, str) else img_html(png_or_html, alt)
+
     def redraw(value):
-        nonlocal frame
         try:
             png_or_html = view.update(value)
         except Exception as err:  # noqa: BLE001 -- a student's function failed: say so, keep going
             note.value = (f"<b>At {describe} = {value:g} your function raised "
                           f"{type(err).__name__}: {err}</b>")
             return
-        note.value = view.caption()
-        frame.value = png_or_html if isinstance(png_or_html, str) else img_html(png_or_html, view.alt())
+        show(png_or_html, "" if isinstance(png_or_html, str) else view.alt(), view.caption())
 
-    still = static_frames(view, slider_positions(slider), describe)
+    start = slider.value
+    still, at_start = static_frames(view, slider_positions(slider), describe, start=start)
     slider.observe(lambda change: redraw(change["new"]), names="value")
-    redraw(slider.value)
+    if at_start is None:                           # a frame failed: the start's own redraw says why
+        redraw(start)
+    else:                                          # the static picture's frame at the start, made once
+        show(*at_start)
     box = widgets.VBox([slider, note, frame])
     data = box._repr_mimebundle_()                 # the widget, for front-ends that have widgets
     metadata = {}
@@ -280,18 +286,32 @@ def slider_positions(slider):
     return sorted({float(ends[0]), float(slider.value), float(ends[1])})
 
 
-def static_frames(view, values, describe):
+def static_frames(view, values, describe, start=None):
     """The view's frames at ``values`` as one output for front-ends without widgets: (data, metadata)
     of a PNG of the frames one above the other, each under its value, with alt text saying what each
     shows; for HTML frames, the tables one after the other. None if a frame fails (the widget's
-    caption then says why)."""
-    frames, alts = [], []
+    caption then says why).
+
+    With ``start`` (one of ``values``: the slider's start), returns (that output, the start's frame as
+    (frame, alt, caption)) and makes the start's frame last, so the view is left at it: the widget
+    shows that frame without making it again. (None, None) if a frame fails."""
+    order = sorted(range(len(values)), key=lambda i: values[i] == start)     # the start's frame last
+    frames, alts = [None] * len(values), [None] * len(values)
     try:
-        for value in values:
-            frames.append(view.update(value))
-            alts.append(view.alt() if not isinstance(frames[-1], str) else "")
+        for i in order:
+            frames[i] = view.update(start if values[i] == start else values[i])   # the start as the slider has it
+            alts[i] = view.alt() if not isinstance(frames[i], str) else ""
     except Exception:  # noqa: BLE001 -- a student's function failed: the widget reports it
-        return None
+        return None if start is None else (None, None)
+    still = _stacked(frames, alts, values, describe)
+    if start is None:
+        return still
+    last = order[-1]
+    return still, ((frames[last], alts[last], view.caption()) if values[last] == start else None)
+
+
+def _stacked(frames, alts, values, describe):
+    """static_frames' output of the frames made at ``values``."""
     heads = [f"{describe} = {value:g}" for value in values]
     intro = (f"Slider {describe}, shown at {', '.join(f'{v:g}' for v in values)} (a static picture: "
              f"this page shows no widgets).")

@@ -1,0 +1,41 @@
+"""views.base.show_slider: the widget's first frame is the static picture's frame at the start, made once."""
+
+import ipywidgets as widgets
+
+from course_utils.views.base import View, show_slider
+
+
+class Frames(View):
+    """A slider view whose frames are HTML; it records every update and can fail at one value."""
+
+    def __init__(self, fails_at=None):
+        self.calls, self.fails_at = [], fails_at
+
+    def update(self, value):
+        self.calls.append(value)
+        if value == self.fails_at:
+            raise ValueError(f"no frame at {value:g}")
+        return f"<p>frame {value:g}</p>"
+
+    def caption(self):
+        return f"at {self.calls[-1]:g}"
+
+
+def test_the_start_frame_is_made_once_and_shown_first():
+    view = Frames()
+    slider = widgets.FloatSlider(value=0.5, min=0.0, max=1.0)
+    _, note, frame = show_slider(view, slider, "x").children
+    assert sorted(view.calls) == [0.0, 0.5, 1.0], view.calls          # the ends and the start, each once
+    assert view.calls[-1] == 0.5                                        # the view is left at the start
+    assert frame.value == "<p>frame 0.5</p>" and note.value == "at 0.5"
+    slider.value = 0.25                                                 # a move makes its own frame
+    assert frame.value == "<p>frame 0.25</p>" and note.value == "at 0.25" and view.calls[-1] == 0.25
+
+
+def test_a_failing_frame_leaves_the_widget_at_the_start():
+    view = Frames(fails_at=1.0)
+    slider = widgets.FloatSlider(value=0.5, min=0.0, max=1.0)
+    _, note, frame = show_slider(view, slider, "x").children
+    assert frame.value == "<p>frame 0.5</p>" and note.value == "at 0.5"
+    slider.value = 1.0                                                  # the student's function fails here
+    assert "raised ValueError: no frame at 1" in note.value and frame.value == "<p>frame 0.5</p>"
