@@ -16,10 +16,12 @@ def pytest_configure(config):
 # The longest test files, longest first (each file's seconds in a fresh-clone `make test` on a 2-core
 # machine, from its --junitxml): starting them first keeps the last minutes from running on one worker
 # while the others wait (`make test` passes --no-loadscope-reorder, so files are handed out in this
-# order; the rest follow in collection order).
+# order; the rest follow in collection order). test_validate_agrees.py reads the lifecycle that
+# test_lifecycle.py's worker builds (tests/lifecycle.py, once per run): it comes late, so that it finds the
+# lifecycle built instead of waiting for it.
 LONGEST_FIRST = ("browser/test_labs_in_browser.py", "browser/test_hub_round_trip.py", "test_lifecycle.py",
                  "test_mutants.py", "test_class_grading.py", "test_capability_matrix.py", "test_student_edition.py",
-                 "test_validate_agrees.py", "test_science.py", "test_ta_week.py", "test_broken_notebooks.py",
+                 "test_broken_notebooks.py", "test_science.py", "test_ta_week.py", "test_validate_agrees.py",
                  "test_sandbox.py", "test_tolerances.py")
 
 

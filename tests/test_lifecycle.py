@@ -1,14 +1,15 @@
 """The whole nbgrader lifecycle of every lab, on a temporary copy of the course.
 
 generate_assignment (equal to the committed release/) -> release_assignment -> fetch and submit for
-simulated students -> collect -> autograde (one call per lab: the solution gets full marks, so source/
+simulated students -> collect -> autograde (ONE call for every lab: the solution gets full marks, so source/
 passes its own tests; the blank release fails every check) -> a TA grades written answers in the gradebook, as the formgrader
 does -> generate_feedback -> export grades.csv. Every student's score is known in advance, cell by
 cell; adversarial students may cost at most their own task, or be reported ungradable with a clear
 message. Nothing of the solutions, the model answers or the hidden tests may reach release/ or the
 feedback.
 
-The lifecycle runs once (a module fixture); the tests below check its parts.
+The lifecycle runs once per test session (tests/lifecycle.py; tests/test_validate_agrees.py reads the same
+run); the tests below check its parts.
 """
 
 import csv
@@ -16,113 +17,24 @@ import difflib
 import html
 import json
 import re
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import nbformat
 import pytest
 
+from course_staff.course import WITHHELD
 from course_staff.testbed import harness as h
-from course_staff.course import COURSE_ID, WITHHELD
 from course_staff.testbed import students as st
 from course_staff.testbed.lab_tables import table
+from tests import lifecycle
+from tests.lifecycle import LABS, final_expected, ta_grading
 
 pytestmark = pytest.mark.slow
 
-LABS = list(h.LABS)
-CLI_STUDENT = "sol"          # fetches and submits with the real command line; the others via the API
-
-
-def ta_grading(lab):
-    written = table(lab).written_marks()
-    return {
-        "sol": {q: (p, f"Full marks ({q}): every point of the rubric is there.") for q, p in written.items()},
-        "partial": {q: ((written[q] / 2, f"Half marks ({q}): the idea is right, the reason is missing.")
-                        if q in st.PARTS[lab]["answered"] else (0.0, "No answer.")) for q in written},
-        "blank": {q: (0.0, "No answer.") for q in written},
-    }
-
-
-def final_expected(lab, student, expected):
-    """What ``student`` should have once the TA has graded: ``expected`` with the TA's scores."""
-    if expected is None:
-        return None
-    return {**expected, **{q: score for q, (score, _) in ta_grading(lab).get(student, {}).items()}}
-
-
-@dataclass
-class Lifecycle:
-    course: Path
-    rosters: dict = field(default_factory=dict)     # lab -> roster
-    autograded: dict = field(default_factory=dict)  # lab -> harness.Grades right after autograde
-    grades: dict = field(default_factory=dict)      # lab -> harness.Grades after the TA's grading
-    logs: dict = field(default_factory=dict)        # step -> nbgrader output
-    timings: dict = field(default_factory=dict)     # step -> seconds
-
-
-class _Timer:
-    def __init__(self, timings, name):
-        self.timings, self.name = timings, name
-
-    def __enter__(self):
-        self.t0 = time.perf_counter()
-
-    def __exit__(self, *exc):
-        self.timings[self.name] = round(time.perf_counter() - self.t0, 1)
-
-
-def _exchange_cli(course, exchange, home, student, lab, submission):
-    home.mkdir(parents=True, exist_ok=True)
-    common = [f"--course={COURSE_ID}", f"--Exchange.root={exchange}"]
-    h.nbgrader(home, "fetch_assignment", lab, *common)
-    h._write(home / lab / f"{lab}.ipynb", submission)
-    h.nbgrader(home, "submit", lab, *common, f"--student={student}")
-
 
 @pytest.fixture(scope="module")
-def life(tmp_path_factory):
-    assert LABS, "no lab in source/"
-    tmp = tmp_path_factory.mktemp("lifecycle")
-    timings = {}
-    with _Timer(timings, "course copy + generate_assignment"):
-        course = h.course_copy(tmp, labs=LABS)
-    run = Lifecycle(course=course, timings=timings)
-
-    exchange = course / "exchange"
-    exchange.mkdir(mode=0o777)
-    with _Timer(timings, "release_assignment, fetch, submit, collect"):
-        for lab in LABS:
-            _, run.logs[f"release {lab}"] = h.nbgrader(course, "release_assignment", lab)
-            run.rosters[lab] = {name: build() for name, build in st.roster(lab).items()}
-            for student, (submission, _) in run.rosters[lab].items():
-                home = tmp / "homes" / student
-                exchange_step = _exchange_cli if student == CLI_STUDENT else h.exchange_submit
-                exchange_step(course, exchange, home, student, lab, submission)
-            _, run.logs[f"collect {lab}"] = h.nbgrader(course, "collect", lab)
-    for lab in LABS:
-        with _Timer(timings, f"autograde {lab} ({len(run.rosters[lab])} students)"):
-            run.autograded[lab] = h.grade(course, lab, list(run.rosters[lab]))
-    with _Timer(timings, "written answers graded by a TA"):
-        for lab in LABS:
-            for student, marks in ta_grading(lab).items():
-                for grade_id, (score, comment) in marks.items():
-                    h.manual_grade(course, lab, student, grade_id, score, comment)
-            run.grades[lab] = h.read_grades(course, lab, list(run.rosters[lab]), run.autograded[lab].log)
-    with _Timer(timings, "generate_feedback"):
-        for lab in LABS:
-            _, run.logs[f"feedback {lab}"] = h.nbgrader(course, "generate_feedback", lab, check=False)
-    with _Timer(timings, "export"):
-        _, run.logs["export"] = h.nbgrader(course, "export", "--to", "grades.csv")
-    print("\nlifecycle timings (s):", json.dumps(timings, indent=1))
-    for lab in LABS:
-        print(f"{lab}: student, expected, got (of {sum(st.full_marks(lab).values()):g})")
-        for student, (_, expected) in run.rosters[lab].items():
-            expected = final_expected(lab, student, expected)
-            got = run.grades[lab][student]
-            print(f"  {student:9s} {'ungradable' if expected is None else f'{h.total(expected):g}':>10s} "
-                  f"{'ungradable' if student in run.grades[lab].ungradable else f'{h.total(got):g}':>10s}"
-                  f"{'  held for review' if student in run.grades[lab].flagged else ''}")
+def life():
+    run = lifecycle.run()
+    print("\n" + lifecycle.report(run))
     return run
 
 
@@ -208,7 +120,7 @@ def test_collect_gathers_every_submission(life, lab):
 # -- scores -----------------------------------------------------------------------------------------
 
 def _cases():
-    return [(lab, s) for lab in LABS for s in st.roster(lab)]
+    return [(lab, s) for lab in LABS for s in lifecycle.roster(lab)]
 
 
 @pytest.mark.parametrize("lab,student", _cases())
@@ -364,7 +276,7 @@ def test_feedback_leaks_no_hidden_test(life, lab):
         if expected is None:
             assert not page.exists()
             continue
-        assert page.exists(), f"no feedback for {student}:\n{life.logs[f'feedback {lab}']}"
+        assert page.exists(), f"no feedback for {student}:\n{life.logs['feedback']}"
         pages[student] = page.read_text()
     for student, page in pages.items():
         text = _text_of_html(page)

@@ -1,5 +1,5 @@
 """Each lab graded by the real nbgrader: every mistake and every correct variant of its table
-(course_staff/testbed/lab_tables), in ONE `nbgrader autograde` call per lab on a temporary course.
+(course_staff/testbed/lab_tables), in ONE `nbgrader autograde` call for every lab on a temporary course.
 (The solution and the blank release, graded by the same nbgrader, are tests/test_lifecycle.py's
 students "sol" and "blank": full marks on every check cell with the written answers waiting for a
 TA, and 0 on every graded cell; they are not graded a second time here.)
@@ -54,23 +54,24 @@ def round_of(lab, case):
     return next((f"round{k}", r) for k, r in enumerate(rounds(lab)) if any(c is case for _, c in r))
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    """lab -> (grades, course): each lab's submissions graded in one nbgrader call (lazily, so that
-    `-k lab12` grades Lab 12 only)."""
-    results = {}
+def _lab_of(item):
+    params = item.callspec.params
+    return params["lab"] if "lab" in params else params["case"][0]
 
-    def grade(lab):
-        if lab not in results:
-            course = h.course_copy(tmp_path_factory.mktemp(f"{lab}_mutants"), labs=(lab,))
-            subs = {}
-            for k, round_ in enumerate(rounds(lab)):
-                subs[f"round{k}"] = h.solved_submission(lab, edits=edits(round_))
-            grades = h.autograde(course, lab, subs)
-            assert not grades.ungradable, f"nbgrader could not grade: {grades.ungradable}\n{grades.log[-3000:]}"
-            results[lab] = grades, course
-        return results[lab]
-    return grade
+
+@pytest.fixture(scope="module")
+def graded(request, tmp_path_factory):
+    """lab -> (grades, course): the rounds of every lab that a selected test needs (so that `-k lab12`
+    grades Lab 12 only), graded in ONE nbgrader call."""
+    labs = sorted({_lab_of(item) for item in request.session.items
+                   if item.module is request.module and "graded" in item.fixturenames})
+    course = h.course_copy(tmp_path_factory.mktemp("mutants"), labs=labs)
+    subs = {lab: {f"round{k}": h.solved_submission(lab, edits=edits(round_)) for k, round_ in enumerate(rounds(lab))}
+            for lab in labs}
+    by_lab = h.autograde_labs(course, subs)
+    for lab, grades in by_lab.items():
+        assert not grades.ungradable, f"nbgrader could not grade {lab}: {grades.ungradable}\n{grades.log[-3000:]}"
+    return lambda lab: (by_lab[lab], course)
 
 
 def _check_output(course, lab, student, grade_id):

@@ -6,7 +6,8 @@ autograde configuration may change a cell's outputs before grading (a warning fi
 answer that let numpy's "divide by zero" warning through got full marks from autograde and "VALIDATION
 FAILED" from validate); the check cells silence warnings themselves.
 
-For each simulated student below, both graders see the same notebook, and
+For each simulated student that tests/lifecycle.py's ``validated`` names, both graders see the same notebook
+(autograde's verdicts are the lifecycle's own, graded once per test session), and
 
 * every cell that validate reports as failing loses points in autograde (full marks are never
   reported as a failure), and
@@ -19,47 +20,25 @@ For each simulated student below, both graders see the same notebook, and
 import pytest
 
 from course_staff.testbed import harness as h
-from course_staff.testbed.lab_tables import table
 from course_staff.testbed import students as st
+from course_staff.testbed.lab_tables import table
+from tests import lifecycle
+from tests.lifecycle import chatty
 
 pytestmark = pytest.mark.slow
 
 
-def chatty(lab):
-    """The task whose function writes to stderr in the "chatter" student (course_staff/testbed/students' PARTS, keyed by lab)."""
-    return st.PARTS[lab]["chatter"]
-
-
-def cohort(lab):
-    """{student: (submission, expected)}: the notebooks on which the two graders could part ways."""
-    row = lambda name: st.row(lab, name)                  # noqa: E731
-    if lab == "lab11":
-        return {
-            "sol": st.solution(lab),
-            "blank": st.blank(lab),
-            "partial": st.partial(lab, ("kl_estimators", "tilted_optimum", "concept_kl_limit"),
-                                  answered=("answer_kl_signs",)),
-            "numpywarn": st.numpy_warning(lab),             # numpy warns from inside a check: full marks
-            "warnings": st.warnings_everywhere(lab),        # every function warns twice: full marks
-            "chatter": st.stderr_chatter(lab, row(chatty(lab))),   # stderr that looks like a warning
-            "rebound": st.redefined_checks(lab),            # checks rebound, answers wrong: held at 0
-        }
-    return {
-        "sol": st.solution(lab),
-        "warnings": st.warnings_everywhere(lab),
-        "chatter": st.stderr_chatter(lab, row(chatty(lab))),
-    }
-
-
 @pytest.fixture(scope="module", params=h.LABS)
-def verdicts(request, tmp_path_factory):
+def verdicts(request):
+    """Autograde's verdicts are the lifecycle's (tests/lifecycle.py grades these students with everyone
+    else's, in its one autograde); validate runs here on the same submitted notebooks."""
     lab = request.param
-    students = cohort(lab)
-    course = h.course_copy(tmp_path_factory.mktemp(f"{lab}_validate"), labs=(lab,))
-    grades = h.autograde(course, lab, {s: nb for s, (nb, _) in students.items()})
+    life = lifecycle.run()
+    students = {s: life.rosters[lab][s] for s in lifecycle.validated(lab)}
+    grades = life.autograded[lab]
     validated = {}
     for student in students:
-        path = course / "submitted" / student / lab / f"{lab}.ipynb"
+        path = life.course / "submitted" / student / lab / f"{lab}.ipynb"
         validated[student] = h.validate(path)
         print(f"{lab} {student}: validate {validated[student]}, autograde {h.total(grades[student]):g}")
     return lab, students, grades, validated

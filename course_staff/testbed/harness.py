@@ -8,6 +8,8 @@
     grades = autograde(course, "lab11", subs)           # ONE `nbgrader autograde lab11` for all
     grades["bob"]["test_kl"]  -> 0.0
     max_scores(course, "lab11") -> {"test_kl": 2.0, ...}
+    by_lab = autograde_labs(course, {"lab11": subs, "lab12": ...})   # ONE `nbgrader autograde "*"`: every lab
+    run = once("lifecycle", build)                      # build(folder) once per test session, for every process
 
 Scores come from nbgrader's gradebook (per grade cell: the manual score if a TA gave one, else the
 automatic one, None for a written answer still waiting for a TA). A submission that nbgrader could
@@ -86,15 +88,77 @@ def nbgrader(course, *args, check=True, timeout=None, env=None):
     return proc.returncode, out
 
 
+def nbgrader_batch(commands, timeout=None):
+    """Several nbgrader commands, one after the other, in ONE Python process: [(folder, [arg, ...]), ...]
+    -> [(returncode, output), ...], each what ``nbgrader(folder, *args, check=False)`` returns.
+
+    Each command runs as nbgrader's own test suite runs its command line (``run_nbgrader``):
+    ``NbGraderApp.instance()``, ``initialize(args)`` in ``folder`` (which reads that folder's
+    nbgrader_config.py), ``start()``, then ``reset()`` (every app instance cleared), so that only starting
+    Python and importing nbgrader (3-4 s of CPU) is paid once. Raises NbgraderError as ``nbgrader`` does
+    when a configuration fails to load, or when the process dies (``folder`` and ``args`` named)."""
+    payload = json.dumps([[str(folder), list(map(str, args))] for folder, args in commands])
+    proc = subprocess.run([str(BIN / "python"), "-c", "from course_staff.testbed.harness import _batch; _batch()"],
+                          input=payload, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=timeout)
+    results = [tuple(json.loads(line)) for line in proc.stdout.splitlines() if line.startswith("[")]
+    for (folder, args), (_, out) in zip(commands, results):
+        if any(line in out for line in _CONFIG_BROKEN):
+            raise NbgraderError(f"nbgrader_config.py failed to load in {folder}:\n{out}")
+    if len(results) < len(commands):
+        folder, args = commands[len(results)]
+        raise NbgraderError(f"`nbgrader {' '.join(map(str, args))}` in {folder} ended its process "
+                            f"(exit {proc.returncode}):\n{proc.stderr}")
+    return results
+
+
+def _batch():
+    """The process of ``nbgrader_batch``: commands as JSON on stdin, one JSON line [returncode, output] per
+    command on stdout (written as each ends: a command that ends the process leaves the others unwritten)."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from jupyter_core.application import NoStart
+    from nbgrader.apps.nbgraderapp import NbGraderApp
+
+    class Tee(io.StringIO):                         # a config that exits the process leaves its message
+        def write(self, text):
+            sys.__stderr__.write(text)
+            return super().write(text)
+
+    out = sys.stdout
+    for folder, args in json.loads(sys.stdin.read()):
+        os.chdir(folder)
+        buffer = Tee()
+        app = NbGraderApp.instance()
+        code = 0
+        with redirect_stdout(buffer), redirect_stderr(buffer):
+            try:
+                app.initialize(args)
+                app.start()
+            except NoStart:                         # a subcommand ran (what launch_instance ends on)
+                code = 0
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+            except Exception:  # noqa: BLE001 -- reported as nbgrader's own exit would be
+                import traceback
+                traceback.print_exc()
+                code = 1
+            finally:
+                app.reset()
+        out.write(json.dumps([code, buffer.getvalue()]) + "\n")
+        out.flush()
+
+
 def db_url(course):
     return f"sqlite:///{Path(course) / 'gradebook.db'}"
 
 
 # A folder that the processes of one test session share (tests/conftest.py sets it): every lab is
 # generated there once, and every later course_copy copies it (generate_assignment costs a few CPU seconds
-# per lab; the lifecycle, the mutants, validate, the broken notebooks, the sandbox and the hub each need a
-# fresh course). A copy asked for fewer labs gets them all generated: the others are recorded in its
-# gradebook too, and nothing is graded unless a test submits it.
+# per lab; the lifecycle, the mutants, the broken notebooks, the sandbox and the hub each need a fresh
+# course), and what ``once`` builds is kept there. A copy asked for fewer labs gets them all generated: the
+# others are recorded in its gradebook too, and nothing is graded unless a test submits it.
 TEMPLATES = None
 
 
@@ -118,6 +182,38 @@ def course_copy(tmp_path, labs=LABS):
     return course
 
 
+def once(name, build):
+    """``build(folder)``, run ONCE per test session and shared by its processes (both xdist workers):
+    the first process to ask runs it in ``TEMPLATES/<name>/`` under a FileLock while any other waits,
+    and every process gets the same (pickled) result. The session's folder is new for every run, so
+    ``name`` is the key (what it builds comes from this checkout's files, which a run does not change).
+    Outside a test session (TEMPLATES unset) it builds in a new temporary folder."""
+    if name in _ONCE:
+        return _ONCE[name]
+    if TEMPLATES is None:
+        import tempfile
+        _ONCE[name] = build(Path(tempfile.mkdtemp(prefix=f"{name}-")))
+        return _ONCE[name]
+    import pickle
+
+    from filelock import FileLock
+
+    folder = Path(TEMPLATES) / name
+    result = folder / "result.pickle"
+    with FileLock(f"{folder}.lock"):
+        if not result.exists():                     # a build that failed midway is started over
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            built = build(folder)
+            (folder / "result.tmp").write_bytes(pickle.dumps(built))
+            (folder / "result.tmp").rename(result)
+        _ONCE[name] = pickle.loads(result.read_bytes())
+    return _ONCE[name]
+
+
+_ONCE = {}                                          # name -> result, in this process
+
+
 def _generate(course, labs):
     course.mkdir(parents=True)
     shutil.copy2(REPO / "nbgrader_config.py", course / "nbgrader_config.py")
@@ -125,10 +221,17 @@ def _generate(course, labs):
         if (REPO / folder).is_dir():
             shutil.copytree(REPO / folder, course / folder,
                             ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-    for lab in labs:
-        if (course / "source" / lab).is_dir():
-            nbgrader(course, "generate_assignment", lab, "--force")
+    labs = [lab for lab in labs if (course / "source" / lab).is_dir()]
+    _checked(nbgrader_batch([(course, ["generate_assignment", lab, "--force"]) for lab in labs]))
     return course
+
+
+def _checked(results):
+    """``results`` of nbgrader_batch, or NbgraderError for the first command that exited non-zero."""
+    for code, out in results:
+        if code != 0:
+            raise NbgraderError(f"an nbgrader command exited {code}:\n{out}")
+    return results
 
 
 def _read(folder, lab):
@@ -195,12 +298,24 @@ def autograde(course, lab, submissions, timeout=None):
     Students graded by earlier calls on the same course are not regraded (nbgrader skips existing
     autograded/ folders); a student named again is replaced.
     """
+    _submit(course, lab, submissions)
+    return grade(course, lab, list(submissions), timeout=timeout)
+
+
+def autograde_labs(course, submissions, timeout=None):
+    """``autograde`` of several labs at once: {lab: {student: submission}} written, ONE ``nbgrader
+    autograde "*"`` (nothing else may be in submitted/), {lab: Grades}."""
+    for lab, subs in submissions.items():
+        _submit(course, lab, subs)
+    return grade_labs(course, {lab: list(subs) for lab, subs in submissions.items()}, timeout=timeout)
+
+
+def _submit(course, lab, submissions):
     course = Path(course)
     for student, submission in submissions.items():
         for step in ("submitted", "autograded", "feedback"):
             shutil.rmtree(course / step / student / lab, ignore_errors=True)
         _write(course / "submitted" / student / lab / f"{lab}.ipynb", submission)
-    return grade(course, lab, list(submissions), timeout=timeout)
 
 
 def grade(course, lab, students, timeout=None):
@@ -210,6 +325,16 @@ def grade(course, lab, students, timeout=None):
     course = Path(course)
     _, log = nbgrader(course, "autograde", lab, check=False, timeout=timeout)
     return read_grades(course, lab, students, log)
+
+
+def grade_labs(course, students, timeout=None):
+    """ONE ``nbgrader autograde "*"`` for every lab at once ({lab: [student, ...]}, every lab that
+    submitted/ holds): {lab: Grades}, each with that call's whole log."""
+    course = Path(course)
+    there = {p.name for p in course.glob("submitted/*/*") if p.is_dir()}
+    assert there == set(students), f"submitted/ holds {sorted(there)}, grading {sorted(students)}"
+    _, log = nbgrader(course, "autograde", "*", check=False, timeout=timeout)
+    return {lab: read_grades(course, lab, names, log) for lab, names in students.items()}
 
 
 def _score(grade):
@@ -245,13 +370,14 @@ def read_grades(course, lab, students, log=""):
 
 
 def _errors_about(log, student, lab):
-    """nbgrader's ERROR lines (and what follows them) about one student's submission."""
+    """nbgrader's ERROR lines (and what follows them) about one student's submission of ``lab`` (the
+    log of one autograde may hold every lab's)."""
     blocks, keep = [], False
     for line in log.splitlines():
         if line.startswith("[") and "]" in line:
-            keep = "ERROR" in line.split("]")[0] and (student in line or keep)
+            keep = "ERROR" in line.split("]")[0] and ((student in line and lab in line) or keep)
             if "error processing assignment" in line:
-                keep = f"/{student}/{lab}" in line or f"'{student}'" in line
+                keep = f"/{student}/{lab}" in line or f"'{lab}' for student '{student}'" in line
         if keep:
             blocks.append(line)
     if not blocks:
@@ -347,9 +473,9 @@ def exchange_submit(course, exchange, home, student, lab, submission):
         step(coursedir=coursedir, authenticator=Authenticator(config=config), config=config).start()
 
 
-__all__ = ["course_copy", "solved_submission", "blank_submission", "autograde", "max_scores", "grade",
-           "read_grades", "manual_grade", "validate", "solution_text", "nbgrader", "db_url", "Grades",
-           "NbgraderError", "total", "LABS", "REPO"]
+__all__ = ["course_copy", "solved_submission", "blank_submission", "autograde", "autograde_labs", "max_scores",
+           "grade", "grade_labs", "once", "read_grades", "manual_grade", "validate", "solution_text", "nbgrader",
+           "nbgrader_batch", "db_url", "Grades", "NbgraderError", "total", "LABS", "REPO"]
 
 if __name__ == "__main__":     # quick manual check: python -m tests.harness /tmp/x lab11
     tmp, lab = Path(sys.argv[1]), sys.argv[2]
