@@ -122,9 +122,9 @@ def _batch():
     from nbgrader.apps.nbgraderapp import NbGraderApp
 
     class Tee(io.StringIO):                         # a config that exits the process leaves its message
-        def write(self, text):
-            sys.__stderr__.write(text)
-            return super().write(text)
+        def write(self, chunk):
+            sys.__stderr__.write(chunk)
+            return super().write(chunk)
 
     out = sys.stdout
     for folder, args in json.loads(sys.stdin.read()):
