@@ -33,16 +33,19 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
+# jsonschema's "format-nongpl" extra (asked for by jupyter-events and jupyterhub) brings rfc3987-syntax,
+# and jsonschema then builds its RFC 3987 grammar at import: 1.5-2 CPU-s in every process that imports
+# nbformat (each nbgrader command, JupyterLab, a test worker), for the "iri" string format, which nothing
+# of the course's nbgrader and Jupyter checks. Every pip run into .venv is followed by this.
+DROP_RFC3987 = $(PY) -m pip uninstall --quiet --yes rfc3987-syntax 2>&1 | grep -v "^WARNING: Skipping" || true
+
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON_CHECK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch pinned (its CPU build is what every course machine runs) and the rest, in one resolver call;
 	# byte-compiled here, as the grading sandbox and the hub's users import from a .venv they cannot write
 	$(PY) -m pip install --quiet torch==2.13.0 -e '.[dev]'
-	# an extra of jupyter-events brings rfc3987-syntax, and jsonschema then builds its RFC 3987 grammar at
-	# import: 2 CPU-s in every process that imports nbformat (each nbgrader command, JupyterLab, a test
-	# worker), for the "iri" string format, which nothing of the course's nbgrader and Jupyter checks
-	$(PY) -m pip uninstall --quiet --yes rfc3987-syntax
+	$(DROP_RFC3987)
 	touch $(STAMP)
 
 setup: $(STAMP)  ## create .venv with the pinned packages and course_utils (editable)
@@ -143,6 +146,7 @@ postgres-stop: setup  ## stop it and delete its data
 hub-install: setup postgres-install sandbox-install  ## install the hub's pinned jupyterhub (PyPI) and configurable-http-proxy (npm) when missing
 	$(call install_missing,npm,for the hub)
 	$(PY) -m course_staff.hub install
+	$(DROP_RFC3987)
 
 hub: hub-install  ## a local JupyterHub (root): 1 instructor, 3 students, the exchange, PostgreSQL; prints URL and passwords
 	$(PY) -m course_staff.hub start
