@@ -374,7 +374,7 @@ def run_tests(node_ids, root=REPO):
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "junit.xml"
         subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                        f"--junitxml={report}", *node_ids], cwd=root, stdout=subprocess.DEVNULL, check=False)
+                        "--no-stale-report", f"--junitxml={report}", *node_ids], cwd=root, stdout=subprocess.DEVNULL, check=False)
         if not report.exists():
             return set()
         passed = set()

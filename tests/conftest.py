@@ -37,17 +37,27 @@ def _stale_lines():
         return [f"could not tell which figures are stale: {type(err).__name__}: {err}"]
 
 
+def pytest_addoption(parser):
+    parser.addoption("--no-stale-report", action="store_true",
+                     help="leave out the stale-figure warnings (a run whose output nobody reads: the ledger's)")
+
+
+def _reports(config):
+    """Does this process print the stale-figure report? xdist's controller or a run without workers does."""
+    return not hasattr(config, "workerinput") and not config.getoption("no_stale_report")
+
+
 def pytest_sessionstart(session):
     """The stale-figure report is worked out while the tests run (it hashes the code its figures measured,
     about 9 CPU-s), in the process that prints it: xdist's controller, which otherwise waits on its workers."""
-    if not hasattr(session.config, "workerinput"):
+    if _reports(session.config):
         session.config.stale_report = concurrent.futures.ThreadPoolExecutor(1).submit(_stale_lines)
 
 
 def pytest_terminal_summary(terminalreporter, config):
     """The measured figures that no longer measure the current code, named as a warning, never a failure
     (a figure is of the measurement lane: `make bench` and the like remake it)."""
-    if hasattr(config, "workerinput"):            # an xdist worker: the controller reports
+    if not _reports(config):                      # an xdist worker (the controller reports), or asked not to
         return
     lines = config.stale_report.result()
     if lines:
