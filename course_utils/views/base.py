@@ -337,7 +337,7 @@ def stack_pngs(pngs, heads):
         sheet.paste(im, (0, y + line))
         y += im.height + line
     buf = io.BytesIO()
-    sheet.save(buf, format="png", optimize=False, compress_level=6)
+    sheet.save(buf, format="png", compress_level=1)     # fast: a few % larger than level 6, a third faster
     return buf.getvalue()
 
 
