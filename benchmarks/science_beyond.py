@@ -31,7 +31,7 @@ import functools
 import math
 
 from course_staff.beyond.experiment import Referee
-from course_staff.beyond.methods import as_lab13, lab, make_world, one_thread, train_dpo, train_grpo, train_ppo
+from course_staff.beyond.methods import as_lab13, lab, make_world, one_thread, dpo_on, grpo_on, ppo_on
 from course_staff.solutions import given_default
 from course_utils.labeler import ranked_data
 from course_utils.views.optimum import BETA_ZERO                # Lab 12's stand-in for beta = 0 (the RM's argmax)
@@ -73,13 +73,13 @@ def dpo_config(w, beta, **changes):
 
 def _dpo(w, referee, beta, after, **cfg):
     """One DPO run's history, with ``after(policy)`` at each evaluation in history["after"]."""
-    return train_dpo(w, dpo_config(w, beta, **cfg), after=after)[1]
+    return dpo_on(w, dpo_config(w, beta, **cfg), after=after)[1]
 
 
 @functools.lru_cache(maxsize=8)
 def ppo_policy(seed, beta):
     """Lab 12's PPO at beta from the seed's world (cached; shorter in a smoke run)."""
-    return train_ppo(world(seed)[0], beta, iters=short(lab("lab12")["RLHFConfig"]().iters))[0]
+    return ppo_on(world(seed)[0], beta, iters=short(lab("lab12")["RLHFConfig"]().iters))[0]
 
 
 def ppo_figures(seed, beta, judged_at=None):
@@ -122,7 +122,7 @@ def run_dpo(seed):
     # DPO at beta 0.05 on the labeler's rankings and, the control, on the same rankings shuffled (no
     # preference left to learn): each compared with PPO's frontier at its own KL
     for name, data in (("labeler", w.train_data), ("shuffled", shuffled(w.train_data, seed))):
-        dpo = referee.judge(train_dpo(dataclasses.replace(w, train_data=data),
+        dpo = referee.judge(dpo_on(dataclasses.replace(w, train_data=data),
                                       dpo_config(w, HACK_BETA, epochs=short(EPOCHS)))[0], HACK_BETA)["rm"]
         matched = frontier_gold(frontier, dpo["kl"], sft_gold)
         out.update({f"dpo_gold_{name}": dpo["gold"], f"dpo_kl_{name}": dpo["kl"], f"ppo_gold_at_kl_{name}": matched,
@@ -164,7 +164,7 @@ def run_grpo(seed):
     GRPOConfig = lab("lab13")["GRPOConfig"]
     for (kl_in, scaled), name in GRPO_CELLS.items():
         cfg = GRPOConfig(beta=BETA, kl_in=kl_in, seed=seed, iters=short(GRPOConfig().iters, least=10))
-        policy, _ = train_grpo(w, cfg, kl_scaled=scaled)
+        policy, _ = grpo_on(w, cfg, kl_scaled=scaled)
         figures = referee.judge(policy, BETA)["rm"]
         out.update({f"{name}_kl_to_opt": figures["kl_to_opt"], f"{name}_gold": figures["gold"], f"{name}_kl": figures["kl"]})
         out["inputs"][f"{name}_kl_to_opt"] = {"kl in": kl_in, "on the score's scale": scaled}
@@ -206,9 +206,9 @@ def run_budget(seed, reps=3, ppo_iters=None):
     share = round(ppo_iters * GRPOConfig().iters / lab("lab12")["RLHFConfig"]().iters)
     cpu = {"ppo": [], "share": [], "same": []}
     for _ in range(reps):
-        cpu["ppo"].append(train_ppo(w, BETA, iters=ppo_iters)[1]["cpu"])
+        cpu["ppo"].append(ppo_on(w, BETA, iters=ppo_iters)[1]["cpu"])
         for key, iters in (("share", share), ("same", ppo_iters)):
-            cpu[key].append(train_grpo(w, GRPOConfig(beta=BETA, iters=iters, seed=seed))[1]["cpu"])
+            cpu[key].append(grpo_on(w, GRPOConfig(beta=BETA, iters=iters, seed=seed))[1]["cpu"])
     return {"cpu_ratio": min(cpu["share"]) / min(cpu["ppo"]), "cpu_ratio_same_iters": min(cpu["same"]) / min(cpu["ppo"])}
 
 

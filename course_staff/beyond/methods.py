@@ -7,14 +7,14 @@ defaults are Lab 13's). This module adds only what the notebook needs beyond the
 
     world = make_world(seed=0)                  # Lab 12's world of a seed (Lab 13's is seed 0, saved as data)
     lab13 = as_lab13(world)                     # the same world as Lab 13 sees it: its pairs, score(out)
-    policy, hist = train_ppo(world, beta=0.1)                                  # Lab 12's train_rlhf
-    policy, hist = train_dpo(world, lab("lab13")["DPOConfig"](beta=0.1))       # Lab 13's train_dpo
-    policy, hist = train_grpo(world, lab("lab13")["GRPOConfig"](beta=0.1), kl_scaled=True)
+    policy, hist = ppo_on(world, beta=0.1)                                  # Lab 12's train_rlhf
+    policy, hist = dpo_on(world, lab("lab13")["DPOConfig"](beta=0.1))       # Lab 13's train_dpo
+    policy, hist = grpo_on(world, lab("lab13")["GRPOConfig"](beta=0.1), kl_scaled=True)   # Lab 13's train_grpo
 
 Each run's history also holds "wall" and "cpu", its seconds of wall-clock and of CPU time (one thread: the
 CPU time is the wall-clock time of a quiet machine); GRPO's also "cpu_at", the CPU seconds after each
 iteration. ``kl_scaled`` is the one factor of GRPO's 2 x 2 ablation that Lab 13 lacks: whether beta's
-term is on the score's scale, divided by the group's std with the score (see ``train_grpo``).
+term is on the score's scale, divided by the group's std with the score (see ``grpo_on``).
 """
 
 import contextlib
@@ -102,7 +102,7 @@ def timed(train, *args, **kwargs):
 
 
 # ----------------------------------------------------------------------------- PPO: Lab 12's train_rlhf
-def train_ppo(world, beta, **overrides):
+def ppo_on(world, beta, **overrides):
     """Lab 12's train_rlhf at this beta, with its defaults (120 iterations of 64 prompts) unless
     overridden, seeded by the world's seed."""
     ns = lab("lab12")
@@ -111,7 +111,7 @@ def train_ppo(world, beta, **overrides):
 
 
 # ----------------------------------------------------------------------------- DPO: Lab 13's train_dpo
-def train_dpo(world, cfg, after=None):
+def dpo_on(world, cfg, after=None):
     """Lab 13's train_dpo on the pairs of the world's rankings (``as_lab13``), with Lab 13's DPOConfig
     ``cfg``; its history also holds "pairs", how many pairs it trained on."""
     lab13 = as_lab13(world)
@@ -167,7 +167,7 @@ def cell(cfg, score_fn, kl_scaled=None):
     return dataclasses.replace(cfg, beta=beta), beta.watching(score_fn)
 
 
-def train_grpo(world, cfg, kl_scaled=None):
+def grpo_on(world, cfg, kl_scaled=None):
     """Lab 13's train_grpo from the world's SFT model, scored by its reward model minus the offset, with
     Lab 13's GRPOConfig ``cfg`` and the cell ``kl_scaled`` of the 2 x 2 (``cell``). Each iteration draws
     the prompts train_rlhf draws at the same iteration (make_batch with a random.Random(seed)). Its
@@ -181,5 +181,5 @@ def train_grpo(world, cfg, kl_scaled=None):
     return policy, hist
 
 
-__all__ = ["N_PROMPTS", "lab", "k3", "Clock", "one_thread", "make_world", "as_lab13", "timed", "train_ppo",
-           "train_dpo", "GroupScaledBeta", "cell", "train_grpo"]
+__all__ = ["N_PROMPTS", "lab", "k3", "Clock", "one_thread", "make_world", "as_lab13", "timed", "ppo_on",
+           "dpo_on", "GroupScaledBeta", "cell", "grpo_on"]
