@@ -6,7 +6,7 @@ are Lab 13's ``train_dpo`` and ``train_grpo``, with Lab 13's ``DPOConfig`` and `
 defaults are Lab 13's). This module adds only what the notebook needs beyond the labs:
 
     world = make_world(seed=0)                  # Lab 12's world of a seed (Lab 13's is seed 0, saved as data)
-    lab13 = as_lab13(world)                     # the same world as Lab 13 sees it: its pairs, score(out)
+    seen = as_lab13(world)                      # the same world as Lab 13 sees it: its pairs, score(out)
     policy, hist = ppo_on(world, beta=0.1)                                  # Lab 12's train_rlhf
     policy, hist = dpo_on(world, lab("lab13")["DPOConfig"](beta=0.1))       # Lab 13's train_dpo
     policy, hist = grpo_on(world, lab("lab13")["GRPOConfig"](beta=0.1), kl_scaled=True)   # Lab 13's train_grpo
