@@ -7,9 +7,9 @@ defaults are Lab 13's). This module adds only what the notebook needs beyond the
 
     world = make_world(seed=0)                  # Lab 12's world of a seed (Lab 13's is seed 0, saved as data)
     seen = as_lab13(world)                      # the same world as Lab 13 sees it: its pairs, score(out)
-    policy, hist = ppo_on(world, beta=0.1)                                  # Lab 12's train_rlhf
-    policy, hist = dpo_on(world, lab("lab13")["DPOConfig"](beta=0.1))       # Lab 13's train_dpo
-    policy, hist = grpo_on(world, lab("lab13")["GRPOConfig"](beta=0.1), kl_scaled=True)   # Lab 13's train_grpo
+    policy, hist = ppo_on(world, beta)                               # Lab 12's train_rlhf at this beta
+    policy, hist = dpo_on(world, lab("lab13")["DPOConfig"]())        # Lab 13's train_dpo, its defaults
+    policy, hist = grpo_on(world, lab("lab13")["GRPOConfig"](), kl_scaled=True)     # Lab 13's train_grpo
 
 Each run's history also holds "wall" and "cpu", its seconds of wall-clock and of CPU time (one thread: the
 CPU time is the wall-clock time of a quiet machine); GRPO's also "cpu_at", the CPU seconds after each
