@@ -1,5 +1,6 @@
 """pytest configuration of the course's tests."""
 
+import concurrent.futures
 from pathlib import Path
 
 import pytest
@@ -25,18 +26,30 @@ LONGEST_FIRST = ("browser/test_labs_in_browser.py", "browser/test_hub_round_trip
                  "test_sandbox.py", "test_tolerances.py")
 
 
-def pytest_terminal_summary(terminalreporter, config):
-    """The measured figures that no longer measure the current code (benchmarks/provenance.py): named as a
-    warning, never a failure (a figure is of the measurement lane, `make bench` and the like remake it)."""
-    if hasattr(config, "workerinput"):            # an xdist worker: the controller reports
-        return
+def _stale_lines():
+    """The measured figures that no longer measure the current code (benchmarks/provenance.py), and the
+    documents that quote other figures than benchmarks/results holds: lines of a warning."""
     from benchmarks import figures, provenance
     try:
-        lines = provenance.stale_report()
-        lines += [f"{rel} quotes other figures than benchmarks/results holds: run `make figures`"
-                  for rel in figures.unrendered()]
+        return provenance.stale_report() + [f"{rel} quotes other figures than benchmarks/results holds: "
+                                            "run `make figures`" for rel in figures.unrendered()]
     except Exception as err:  # noqa: BLE001 -- a warning must never fail the run
-        lines = [f"could not tell which figures are stale: {type(err).__name__}: {err}"]
+        return [f"could not tell which figures are stale: {type(err).__name__}: {err}"]
+
+
+def pytest_sessionstart(session):
+    """The stale-figure report is worked out while the tests run (it hashes the code its figures measured,
+    about 9 CPU-s), in the process that prints it: xdist's controller, which otherwise waits on its workers."""
+    if not hasattr(session.config, "workerinput"):
+        session.config.stale_report = concurrent.futures.ThreadPoolExecutor(1).submit(_stale_lines)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """The measured figures that no longer measure the current code, named as a warning, never a failure
+    (a figure is of the measurement lane: `make bench` and the like remake it)."""
+    if hasattr(config, "workerinput"):            # an xdist worker: the controller reports
+        return
+    lines = config.stale_report.result()
     if lines:
         terminalreporter.section("stale measured figures (a warning: nothing failed because of them)", yellow=True)
         for line in lines:
