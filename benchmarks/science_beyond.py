@@ -1,5 +1,6 @@
 """The claims of notebooks/beyond_ppo.ipynb as science experiments (see science.py): DPO and GRPO from
 Lab 12's world of each seed (course_staff.beyond.methods.make_world), judged exactly on the response tree.
+DPO and GRPO are Lab 13's reference train_dpo and train_grpo (through course_staff.beyond.methods).
 
 dpo    Methods are compared at matched KL, on the gold-vs-KL frontier of a PPO beta sweep, not at the
        same nominal beta (at beta 0.05 DPO moves about 0.7 nats from the SFT model, PPO about 10):
@@ -30,8 +31,7 @@ import functools
 import math
 
 from course_staff.beyond.experiment import Referee
-from course_staff.beyond.methods import (DPOConfig, GRPOConfig, implicit_reward_fit, lab, make_world, one_thread,
-                                        train_dpo, train_grpo, train_ppo)
+from course_staff.beyond.methods import as_lab13, lab, make_world, one_thread, dpo_on, grpo_on, ppo_on
 from course_staff.solutions import given_default
 from course_utils.labeler import ranked_data
 from course_utils.views.optimum import BETA_ZERO                # Lab 12's stand-in for beta = 0 (the RM's argmax)
@@ -41,6 +41,7 @@ from benchmarks.criteria import Criterion, Experiment, short
 
 HACK_BETA = 0.05          # PPO hacks the RM here (Lab 12)
 BETA = given_default("lab12", "RLHFConfig", "beta")       # Lab 12's default beta, read from its RLHFConfig
+EPOCHS = given_default("lab13", "DPOConfig", "epochs")    # Lab 13's DPO epochs: the "fourth epoch" of the claims
 SWEEP = (0.05, 0.06, 0.07, 0.08, 0.1, 0.2)    # PPO's frontier: KL from about 10 nats down to 0.2
 GRPO_CELLS = {(kl_in, scaled): f"grpo_{kl_in}_{'scaled' if scaled else 'unscaled'}"
               for kl_in in ("loss", "reward") for scaled in (False, True)}
@@ -65,15 +66,20 @@ def _gold(referee, policy, beta):
     return referee.judge(policy, beta)["rm"]["gold"]
 
 
+def dpo_config(w, beta, **changes):
+    """Lab 13's DPOConfig at beta, seeded by the world's seed."""
+    return lab("lab13")["DPOConfig"](beta=beta, seed=w.seed, **changes)
+
+
 def _dpo(w, referee, beta, after, **cfg):
     """One DPO run's history, with ``after(policy)`` at each evaluation in history["after"]."""
-    return train_dpo(w, DPOConfig(beta=beta, seed=w.seed, **cfg), after=after)[1]
+    return dpo_on(w, dpo_config(w, beta, **cfg), after=after)[1]
 
 
 @functools.lru_cache(maxsize=8)
 def ppo_policy(seed, beta):
     """Lab 12's PPO at beta from the seed's world (cached; shorter in a smoke run)."""
-    return train_ppo(world(seed)[0], beta, iters=short(lab("lab12")["RLHFConfig"]().iters))[0]
+    return ppo_on(world(seed)[0], beta, iters=short(lab("lab12")["RLHFConfig"]().iters))[0]
 
 
 def ppo_figures(seed, beta, judged_at=None):
@@ -116,8 +122,8 @@ def run_dpo(seed):
     # DPO at beta 0.05 on the labeler's rankings and, the control, on the same rankings shuffled (no
     # preference left to learn): each compared with PPO's frontier at its own KL
     for name, data in (("labeler", w.train_data), ("shuffled", shuffled(w.train_data, seed))):
-        dpo = referee.judge(train_dpo(dataclasses.replace(w, train_data=data),
-                                      DPOConfig(beta=HACK_BETA, seed=w.seed, epochs=short(4)))[0], HACK_BETA)["rm"]
+        dpo = referee.judge(dpo_on(dataclasses.replace(w, train_data=data),
+                                      dpo_config(w, HACK_BETA, epochs=short(EPOCHS)))[0], HACK_BETA)["rm"]
         matched = frontier_gold(frontier, dpo["kl"], sft_gold)
         out.update({f"dpo_gold_{name}": dpo["gold"], f"dpo_kl_{name}": dpo["kl"], f"ppo_gold_at_kl_{name}": matched,
                     f"dpo_off_frontier_{name}": abs(dpo["gold"] - matched)})
@@ -129,10 +135,10 @@ def run_dpo(seed):
     # SFT model itself (every margin 0, accuracy 0.5), to the last: the figure moves when DPO learns something
     # the held-out pairs can tell, and stays put while it fits the training pairs' noise
     after = lambda p: _gold(referee, p, BETA)  # noqa: E731
-    epochs = short(4, least=2)
+    epochs = short(EPOCHS, least=2)
     hist = _dpo(w, referee, BETA, after=after, epochs=epochs)
     gold, held = hist["after"], hist["held_acc"]
-    held_start = implicit_reward_fit(w.sft, w.sft, w.held_out, BETA)[0]
+    held_start = lab("lab13")["implicit_reward_fit"](w.sft, w.sft, as_lab13(w).held_pairs, BETA)[0]
     out.update(dpo_gold_first=gold[0], dpo_gold_last=gold[-1], dpo_fall=gold[0] - gold[-1],
                held_start=held_start, held_first=held[0], held_last=held[-1], held_move=abs(held[-1] - held[0]),
                held_move_from_start=abs(held[-1] - held_start))
@@ -155,9 +161,10 @@ def run_dpo(seed):
 def run_grpo(seed):
     w, referee = world(seed)
     out = {"ppo_kl_to_opt": ppo_figures(seed, BETA)["kl_to_opt"], "inputs": {}}
+    GRPOConfig = lab("lab13")["GRPOConfig"]
     for (kl_in, scaled), name in GRPO_CELLS.items():
-        policy, _ = train_grpo(w, GRPOConfig(beta=BETA, kl_in=kl_in, kl_scaled=scaled, seed=seed,
-                                             iters=short(GRPOConfig().iters, least=10)))
+        cfg = GRPOConfig(beta=BETA, kl_in=kl_in, seed=seed, iters=short(GRPOConfig().iters, least=10))
+        policy, _ = grpo_on(w, cfg, kl_scaled=scaled)
         figures = referee.judge(policy, BETA)["rm"]
         out.update({f"{name}_kl_to_opt": figures["kl_to_opt"], f"{name}_gold": figures["gold"], f"{name}_kl": figures["kl"]})
         out["inputs"][f"{name}_kl_to_opt"] = {"kl in": kl_in, "on the score's scale": scaled}
@@ -195,12 +202,13 @@ def run_budget(seed, reps=3, ppo_iters=None):
     the machine only ever adds time)."""
     ppo_iters = ppo_iters or lab("lab12")["RLHFConfig"]().iters
     w, _ = world(seed)
+    GRPOConfig = lab("lab13")["GRPOConfig"]
     share = round(ppo_iters * GRPOConfig().iters / lab("lab12")["RLHFConfig"]().iters)
     cpu = {"ppo": [], "share": [], "same": []}
     for _ in range(reps):
-        cpu["ppo"].append(train_ppo(w, BETA, iters=ppo_iters)[1]["cpu"])
+        cpu["ppo"].append(ppo_on(w, BETA, iters=ppo_iters)[1]["cpu"])
         for key, iters in (("share", share), ("same", ppo_iters)):
-            cpu[key].append(train_grpo(w, GRPOConfig(beta=BETA, iters=iters, seed=seed))[1]["cpu"])
+            cpu[key].append(grpo_on(w, GRPOConfig(beta=BETA, iters=iters, seed=seed))[1]["cpu"])
     return {"cpu_ratio": min(cpu["share"]) / min(cpu["ppo"]), "cpu_ratio_same_iters": min(cpu["same"]) / min(cpu["ppo"])}
 
 

@@ -7,7 +7,7 @@ grpo   GRPO's 2 x 2 at the lab's beta (GRPOConfig's), against pi*_RM of that bet
                 quarter of a nat of pi*_RM, as PPO does (beyond.optima.ppo_near_opt). Control: GRPO as written
                 in Task 4, k3 in the loss (the mirror "Task 4's GRPO drifts" is this control, not a second fact).
        mean_only_lands   the same without the std scaling. Control: mean only, k3 in the loss.
-       DPO's sentences are backed by beyond.dpo (the same algorithm, course_staff.beyond.methods).
+       DPO's sentences are backed by beyond.dpo (the lab's own train_dpo, through course_staff.beyond.methods).
 
     run_grpo(seed) -> {figure: float, "inputs": {...}};  EXPERIMENTS for science.py
 
@@ -17,11 +17,9 @@ four GRPO runs of 80 iterations and their exact judging, about 30 s of CPU.
 
 import dataclasses
 import functools
-import types
 
-from course_staff.beyond.methods import lab, make_world, one_thread
+from course_staff.beyond.methods import as_lab13, lab, make_world, one_thread
 from course_utils.referee import Referee
-from course_utils.reward_model import digit_counts
 
 from benchmarks.criteria import Criterion, Experiment, short
 
@@ -30,11 +28,9 @@ NEAR = 0.25                # "within a quarter of a nat": as PPO (beyond.optima.
 
 @functools.lru_cache(maxsize=1)
 def world(seed):
-    """Lab 12's world of the seed as Lab 13 sees it (sft, rm, rm_offset, score(out)), and its referee."""
-    w = make_world(seed)
-    lab13 = types.SimpleNamespace(sft=w.sft, rm=w.rm, rm_offset=w.rm_offset,
-                                  score=lambda out: (w.rm(digit_counts(out)) - w.rm_offset).detach())
-    return lab13, Referee(w.sft, w.rm, w.rm_offset)
+    """Lab 12's world of the seed as Lab 13 sees it (course_staff.beyond.methods.as_lab13), and its referee."""
+    w = as_lab13(make_world(seed))
+    return w, Referee(w.sft, w.rm, w.rm_offset)
 
 
 def run_grpo(seed):

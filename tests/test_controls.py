@@ -219,21 +219,43 @@ def test_dpo_is_compared_with_ppo_at_matched_kl():
 
 
 def test_grpo_cells_differ_in_one_factor_each():
-    """The 2 x 2: where the KL goes x whether beta's term is on the score's scale. The published cells
-    are GRPO as before (k3 unscaled; the penalized reward normalized as a whole)."""
+    """The 2 x 2: where the KL goes x whether beta's term is on the score's scale, each cell a (config, score
+    function) of Lab 13's train_grpo (B.cell). The published cells are Lab 13's own (k3 unscaled; the
+    penalized reward normalized as a whole)."""
+    lab13 = B.lab("lab13")
     torch.manual_seed(0)
-    score, kl = torch.randn(8), torch.rand(8) * 3
-    cfg = lambda kl_in, scaled: B.GRPOConfig(batch=2, k=4, beta=0.1, kl_in=kl_in, kl_scaled=scaled)  # noqa: E731
+    score, kl, k3 = torch.randn(8), torch.rand(8) * 3, torch.rand(8, 3)
     groups = lambda x: x.view(2, 4)                                                                  # noqa: E731
     std = groups(score).std(1, keepdim=True) + 1e-6
-    plain = B.group_advantages(groups(score)).flatten()
-    adv, w = B._advantages_and_penalty(score, kl, cfg("loss", None))
-    assert torch.equal(adv, plain) and w == 0.1                                     # Shao et al.
-    adv, w = B._advantages_and_penalty(score, kl, cfg("loss", True))
-    assert torch.equal(adv, plain) and torch.allclose(w, (0.1 / std).expand(2, 4).flatten())
-    adv, w = B._advantages_and_penalty(score, kl, cfg("reward", None))
-    assert torch.allclose(adv, B.group_advantages(groups(score - 0.1 * kl)).flatten()) and w == 0.0
-    adv, w = B._advantages_and_penalty(score, kl, cfg("reward", False))
+    plain = lab13["group_advantages"](groups(score)).flatten()
+
+    def run(kl_in, scaled):
+        """(advantages, the k3 term of the loss) of one cell, as Lab 13's train_grpo and grpo_iteration make
+        them from the cell's config and score function (kl: each response's sampled log-ratio to pi_ref)."""
+        cfg, score_fn = B.cell(lab13["GRPOConfig"](batch=2, k=4, beta=0.1, kl_in=kl_in), lambda out: score.clone(),
+                               scaled)
+        scores = score_fn(None)
+        if cfg.kl_in == "reward":                         # train_grpo: the penalty in the score, none in the loss
+            scores, loss_beta = scores - cfg.beta * kl, 0.0
+        else:
+            loss_beta = cfg.beta
+        return lab13["group_advantages"](groups(scores), cfg.scale).flatten(), loss_beta * k3, cfg
+
+    for scaled in (None, False):                                                   # Shao et al.
+        adv, penalty, _ = run("loss", scaled)
+        assert torch.equal(adv, plain) and torch.allclose(penalty, 0.1 * k3)
+    adv, penalty, cfg = run("loss", True)
+    assert torch.equal(adv, plain) and torch.allclose(penalty, (0.1 / std).repeat_interleave(4)[:, None] * k3)
+    # ... and Lab 13's grpo_loss weighs each response's k3 so: ratio 1, k3 = exp(-0.3) - 1 + 0.3 on each token
+    logp = torch.randn(8, 3)
+    loss, _ = lab13["grpo_loss"](logp, logp, logp - 0.3, adv, torch.ones(8, 3), 0.2, cfg.beta)
+    weight = (0.1 / std).repeat_interleave(4)
+    assert torch.allclose(loss, -(adv - weight * (math.exp(-0.3) - 1 + 0.3)).mean())
+    for scaled in (None, True):                                                    # PPO's penalized reward
+        adv, penalty, _ = run("reward", scaled)
+        assert torch.allclose(adv, lab13["group_advantages"](groups(score - 0.1 * kl)).flatten())
+        assert torch.equal(penalty, torch.zeros_like(k3))
+    adv, penalty, _ = run("reward", False)
     centred = (groups(kl) - groups(kl).mean(1, keepdim=True)).flatten()
-    assert torch.allclose(adv, plain - 0.1 * centred) and w == 0.0
+    assert torch.allclose(adv, plain - 0.1 * centred, atol=1e-6) and torch.equal(penalty, torch.zeros_like(k3))
     assert set(science_beyond.GRPO_CELLS) == {(p, s) for p in ("loss", "reward") for s in (False, True)}

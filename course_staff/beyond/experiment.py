@@ -14,8 +14,7 @@ J* - J(pi) = beta KL(pi || pi*), and E[r], gold, accuracy, malformed share, digi
 
 import torch
 
-from course_staff.beyond.methods import (Clock, DPOConfig, GRPOConfig, make_world, one_thread, preference_pairs,
-                                         train_dpo, train_grpo, train_ppo)
+from course_staff.beyond.methods import Clock, as_lab13, lab, make_world, one_thread, dpo_on, grpo_on, ppo_on
 from course_utils.evaluation import METRICS, RESPONSE_METRICS, noise_ceiling, pair_accuracy
 from course_staff.exact import top_responses
 from course_utils.labeler import KAPPA, gold_score
@@ -67,24 +66,27 @@ def _entry(referee, policy, beta, hist):
 def run_method(world, referee, method, beta):
     """Train one method at beta from the world; its exact figures, top responses, seconds and curves."""
     if method == "PPO":
-        policy, hist = train_ppo(world, beta)
+        policy, hist = ppo_on(world, beta)
         return {**_entry(referee, policy, beta, hist), "curve": {k: hist[k] for k in CURVE_KEYS}}
     if method == "DPO":
-        policy, hist = train_dpo(world, DPOConfig(beta=beta, seed=world.seed), after=lambda p: referee.judge(p, beta))
+        cfg = lab("lab13")["DPOConfig"](beta=beta, seed=world.seed)
+        policy, hist = dpo_on(world, cfg, after=lambda p: referee.judge(p, beta))
         epochs = [{"step": s, "train_acc": ta, "held_acc": ha, "gold": j["rm"]["gold"], "acc": j["rm"]["acc"],
                    "kl": j["rm"]["kl"], "kl_to_rm": j["rm"]["kl_to_opt"], "kl_to_gold": j["gold"]["kl_to_opt"]}
                   for s, ta, ha, j in zip(hist["step"], hist["train_acc"], hist["held_acc"], hist["after"])]
         return {**_entry(referee, policy, beta, hist), "epochs": epochs, "pairs": hist["pairs"]}
     if method not in GRPO_VARIANTS:
         raise ValueError(f"unknown method {method!r}; one of {METHODS}")
-    policy, hist = train_grpo(world, GRPOConfig(beta=beta, kl_in=GRPO_VARIANTS[method], seed=world.seed))
+    cfg = lab("lab13")["GRPOConfig"](beta=beta, kl_in=GRPO_VARIANTS[method], seed=world.seed)
+    policy, hist = grpo_on(world, cfg)
     return {**_entry(referee, policy, beta, hist), "curve": {k: hist[k] for k in CURVE_KEYS + ("cpu_at",)}}
 
 
 def rm_fit(world):
     """The reward model's accuracy on the held-out pairs DPO is scored on (identical pairs left out),
     and the noise ceiling of those pairs."""
-    win, lose = preference_pairs(world.held_out)
+    pairs = as_lab13(world).held_pairs
+    win, lose = pairs["chosen"], pairs["rejected"]
     with torch.no_grad():
         margins = world.rm(digit_counts(win)) - world.rm(digit_counts(lose))
     p = torch.sigmoid(KAPPA * (gold_score(win) - gold_score(lose)))

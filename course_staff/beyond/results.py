@@ -33,10 +33,12 @@ INPUT_FILES = ["course_staff/beyond/methods.py", "course_staff/beyond/experiment
                "course_utils/labeler.py", "course_utils/reward_model.py", "course_utils/ppo_helpers.py",
                "course_utils/response_tree.py", "course_utils/tree_optimum.py", "course_utils/world.py",
                "course_utils/evaluation.py", "course_utils/referee.py", "course_staff/exact.py",
-               "course_utils/data/sft.pt"]
+               "course_utils/lab13_world.py", "course_staff/edition/build_lab13_world.py", "course_utils/data/sft.pt"]
 LAB_NAMES = {"lab12": ["RLHFConfig", "train_rlhf", "train_reward_model", "comparisons", "bt_loss",
                        "ranking_to_pairs", "kl_penalized_rewards", "gae_per_token", "ppo_rlhf_loss"],
-             "lab11": ["kl_estimators"]}
+             "lab11": ["kl_estimators"],
+             "lab13": ["copy_model", "dpo_loss", "DPOConfig", "pair_logprobs", "implicit_reward_fit", "train_dpo",
+                       "group_advantages", "grpo_loss", "GRPOConfig", "grpo_iteration", "train_grpo"]}
 
 
 # ----------------------------------------------------------------------------- the cache
