@@ -335,6 +335,17 @@ def is_measured(backing):
     return backing.startswith(MEASURED)
 
 
+def states_a_figure(claim):
+    """A sentence backed by measured figures only: it states a figure of the measurement lane and claims
+    nothing, so it is never backed and counted apart."""
+    return all(is_measured(b) for b in claim.backed_by)
+
+
+def all_backed(states):
+    """Is every claim of backed()'s ``states`` backed (the sentences that state a figure left out)?"""
+    return all(ok for c, ok in states if not states_a_figure(c))
+
+
 def cited_tests(claims=CLAIMS):
     """Every test the ledger names (pytest node ids), in order, once."""
     return list(dict.fromkeys(b for c in claims for b in c.backed_by if is_test(b)))
@@ -394,7 +405,7 @@ def backed(names, claims=CLAIMS, met=None, tests_passed=None, root=REPO):
     gone, bad = set(missing(claims, root)), {c for c, _ in unknown_backings(names, claims, root)}
     out = []
     for c in claims:
-        ok = c not in gone and c not in bad and not all(is_measured(b) for b in c.backed_by)
+        ok = c not in gone and c not in bad and not states_a_figure(c)
         if ok and met is not None:
             ok = all(b in met for b in c.backed_by if not is_test(b) and not is_measured(b)) and \
                 all(b in (tests_passed or set()) for b in c.backed_by if is_test(b))
@@ -404,7 +415,7 @@ def backed(names, claims=CLAIMS, met=None, tests_passed=None, root=REPO):
 
 def summary_line(states):
     """``claims: K/N backed`` of backed()'s states (claims that state a measured figure only are counted apart)."""
-    figures = [c for c, _ in states if all(is_measured(b) for b in c.backed_by)]
+    figures = [c for c, _ in states if states_a_figure(c)]
     k = sum(ok for _, ok in states)
     line = f"claims: {k}/{len(states) - len(figures)} backed"
     return line + (f" (and {len(figures)} sentences state a measured figure, not a claim)" if figures else "")

@@ -383,12 +383,11 @@ def main(argv=None):
     tests = claims.run_tests(ledger)                        # the ledger's tests, run now
     states = claims.backed(names=names, met=met_on_every_seed(verdicts), tests_passed=tests)
     for c, ok in states if full else ():
-        if not ok and not all(claims.is_measured(b) for b in c.backed_by):
+        if not ok and not claims.states_a_figure(c):
             print(f"not backed: {c.where}: {c.quote[:90]!r} ({', '.join(c.backed_by)})")
     lines, ok = summary(verdicts, len(seeds))
     claim_line = claims.summary_line(states)
-    claimed = [s for c, s in states if not all(claims.is_measured(b) for b in c.backed_by)]   # figures back nothing
-    lines, ok = [claim_line] + lines, ok and (all(claimed) or not full)
+    lines, ok = [claim_line] + lines, ok and (claims.all_backed(states) or not full)
     out = args.out or (RESULTS if full else provenance.REPO / "artifacts" / "science.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.beside:
