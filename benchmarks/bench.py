@@ -59,7 +59,7 @@ class Report:
     ``judged_budget``: half of it for a timing on a CPU with AVX-512) and the sections that ran."""
 
     def __init__(self, flags=None):
-        self.rows, self.budgets, self.sections = [], [], []
+        self.rows, self.budgets, self.checks, self.sections = [], [], [], []
         self.flags = cpu_flags() if flags is None else flags
 
     def _bound(self, budget, unit, everywhere=False):
@@ -98,6 +98,14 @@ class Report:
                           "ok": ok, "figure": f"{r:.2f} x", "note": ""})
         self.budgets.append((what, ok, f"{r:.2f} x > {bound:g} x"))
 
+    def check(self, what, ok, note=""):
+        """A yes-or-no check of the figures themselves (e.g. the same results at every worker count): a
+        "no" fails the run as a missed budget does."""
+        print(f"  {what:<44} {'yes' if ok else 'NO':>8}    {note}", flush=True)
+        self.rows.append({"what": what, "median": None, "runs": [], "unit": "", "budget": None, "ok": ok,
+                          "note": note, "figure": "yes" if ok else "no"})
+        self.checks.append((what, ok, note))
+
     def missing(self, what, why, budgeted=True):
         print(f"  {what:<44} {'n/a':>8}    {why}", flush=True)
         self.rows.append({"what": what, "median": None, "note": why, "ok": False if budgeted else None})
@@ -122,7 +130,14 @@ class Report:
         met = sum(ok for _, ok, _ in self.budgets)
         misses = [f"{what} ({why})" for what, ok, why in self.budgets if not ok]
         line = f"bench: {met}/{len(self.budgets)} budgets met"
+        if self.checks:
+            line += f", {sum(ok for _, ok, _ in self.checks)}/{len(self.checks)} checks hold"
+            misses += [f"{what} {why}" for what, ok, why in self.checks if not ok]
         return line + (f"; missed: {'; '.join(misses)}" if misses else "")
+
+    def all_met(self):
+        """Every budget met and every check holding (the run's exit status)."""
+        return all(ok for _, ok, _ in self.budgets + self.checks)
 
     def sections_summary(self):
         failed = [f"{s['section']} ({s['status']})" for s in self.sections if s["status"] != "ok"]
@@ -427,19 +442,111 @@ def parse_probe(outputs):
     return (int(kib) / 1024 if int(kib) >= 0 else None), float(cpu), float(children)
 
 
+# The lab's runs after Run All, as one digest: every (policy, history) of the notebook's ``runs`` cache
+# (course_utils.runs.RunCache in Lab 12, lab13_runs.Lab13Runs in Lab 13), weights and logged figures,
+# so the runs made at different COURSE_WORKERS can be held equal bit for bit.
+_DIGEST = """
+def _bench_digest():
+    import hashlib
+    import torch
+    h = hashlib.sha256()
+    def feed(x):
+        if isinstance(x, torch.nn.Module):
+            x = x.state_dict()
+        if isinstance(x, torch.Tensor):
+            h.update(x.detach().contiguous().numpy().tobytes())
+        elif isinstance(x, dict):
+            for k in sorted(x, key=repr):
+                h.update(repr(k).encode())
+                feed(x[k])
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                feed(v)
+        else:
+            h.update(repr(x).encode())
+    cache = getattr(globals().get("runs"), "runs", None)
+    if isinstance(cache, dict):
+        feed(cache)
+        print(f"bench-digest {len(cache)} {h.hexdigest()}")
+    else:
+        print("bench-digest 0 none")
+_bench_digest()
+del _bench_digest
+"""
+_DIGEST_LINE = re.compile(r"bench-digest (\d+) (\w+)")
+_WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def parse_digest(outputs):
+    """(number of runs, their digest) printed by the _DIGEST cell, or (0, None) without a runs cache."""
+    text = "".join("".join(o["text"]) if isinstance(o.get("text"), list) else o.get("text", "")
+                   for o in outputs if o.get("output_type") == "stream" and o.get("name") == "stdout")
+    found = _DIGEST_LINE.findall(text)
+    if not found:
+        raise ValueError(f"the digest cell printed no 'bench-digest' line; its outputs: {repr(outputs)[:300]}")
+    n, digest = found[-1]
+    return int(n), (None if digest == "none" else digest)
+
+
+def outputs_digest(cells):
+    """One sha256 per code cell of what a student sees there: its stdout, results, pictures and errors;
+    not stderr, nor a widget's output (a progress bar's time, a widget's random id)."""
+    import hashlib
+    digests = []
+    for cell in cells:
+        if cell.get("cell_type") != "code":
+            continue
+        h = hashlib.sha256()
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream" and out.get("name") != "stdout":
+                continue
+            data = out.get("data", {})
+            if _WIDGET in data:
+                continue
+            kept = {k: v for k, v in out.items() if k not in ("execution_count", "metadata", "transient")}
+            h.update(json.dumps(kept, sort_keys=True).encode())
+        digests.append(h.hexdigest())
+    return digests
+
+
+def same_results(samples):
+    """Whether every Run All of ``samples`` ({COURSE_WORKERS: [``_execute`` results]}) made the same
+    runs (their weights and histories, bit for bit) and showed the same outputs; (ok, a note)."""
+    runs = {(n, r["runs"]) for n, rs in samples.items() for r in rs}
+    outs = [(n, r["outputs"]) for n, rs in samples.items() for r in rs]
+    n_runs = {r[1][0] for r in runs}
+    same_runs = len({r[1] for r in runs}) == 1
+    first_n, first = outs[0]
+    differ = sorted({i for _, o in outs for i, (a, b) in enumerate(zip(first, o)) if a != b}
+                    | ({-1} if any(len(o) != len(first) for _, o in outs) else set()))
+    ok = same_runs and not differ
+    counts = ", ".join(str(n) for n in sorted(samples))
+    if ok:
+        return True, (f"({max(n_runs)} runs' weights and histories, and every code cell's outputs, equal bit for "
+                      f"bit at COURSE_WORKERS={counts})")
+    where = [] if same_runs else ["the runs' weights or histories"]
+    where += [f"the outputs of code cells {', '.join(str(i) for i in differ if i >= 0)}"] if differ else []
+    return False, f"(differ at COURSE_WORKERS={counts}: {'; '.join(where)})"
+
+
 def _probe(client, nb):
     """(peak resident MiB or None, CPU seconds so far of the kernel, of its reaped children) from a cell
     run and removed again (VmHWM: the kernel's own peak; ru_maxrss here would include the forked
     benchmark's pages; a worker's peak is not in it)."""
+    return _run_cell(client, nb, _PROBE, parse_probe)
+
+
+def _run_cell(client, nb, code, parse):
+    """``parse(outputs)`` of ``code`` run in the notebook's kernel as a cell appended and removed again."""
     import nbformat
 
-    probe = nbformat.v4.new_code_cell(_PROBE)
-    nb.cells.append(probe)
+    cell = nbformat.v4.new_code_cell(code)
+    nb.cells.append(cell)
     try:
-        client.execute_cell(probe, len(nb.cells) - 1)
+        client.execute_cell(cell, len(nb.cells) - 1)
     finally:
         nb.cells.pop()
-    return parse_probe(probe.outputs)
+    return parse(cell.outputs)
 
 
 def _execute(nb, cwd, env_extra=None, timeout=300, limit=900):
@@ -474,10 +581,12 @@ def _execute(nb, cwd, env_extra=None, timeout=300, limit=900):
             peak, cpu1, children1 = _probe(client, nb)
             if peak is not None:                            # no /proc/self/status (not Linux): unknown
                 _KERNEL_PEAK_MIB.append(peak)
+            runs = _run_cell(client, nb, _DIGEST, parse_digest)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
-    return {"cells": t2 - t1, "whole": t2 - t0, "kernel": cpu1 - cpu0, "workers": children1 - children0, "peak": peak}
+    return {"cells": t2 - t1, "whole": t2 - t0, "kernel": cpu1 - cpu0, "workers": children1 - children0, "peak": peak,
+            "runs": runs, "outputs": outputs_digest(nb.cells)}
 
 
 def run_all_rows(name, samples, default_workers, budget=None):
@@ -530,6 +639,8 @@ def bench_run_all(report, repeats, path, budget=None, peak_budget=None, workers=
                 samples[n].append(_execute(nb, work, env_extra={ENV: str(n)}))
     for what, runs, note, bound in run_all_rows(name, samples, default, budget):
         report.add(what, runs, budget=bound, note=note)
+    if len(samples) > 1:
+        report.check(f"Run All {name}: the same results at every COURSE_WORKERS", *same_results(samples))
     if not _KERNEL_PEAK_MIB:
         if peak_budget is not None:
             report.missing(f"Run All {name}: kernel peak memory", "unknown: the kernel has no /proc/self/status")
@@ -748,7 +859,7 @@ def main(argv=None):
         provenance.render_documents()
     print(sections_line)
     print(line)
-    return 0 if all(ok for _, ok, _ in report.budgets) else 1
+    return 0 if report.all_met() else 1
 
 
 def default_kernels_run(report, repeats, only=None):

@@ -127,3 +127,72 @@ def test_every_lab_has_a_run_all_and_the_sliders_name_known_labs():
     assert {lab for _, lab, *_ in bench.SLIDERS} <= set(LABS)
     assert "lab13" in {lab for _, lab, *_ in bench.SLIDERS}
     assert set(bench.RUN_ALL_WORKERS) <= set(LABS)
+
+
+def _digest_of(runs_cache):
+    """The digest cell's own code, run here on a namespace holding ``runs`` (or none)."""
+    import contextlib
+    import io
+    out, namespace = io.StringIO(), {} if runs_cache is None else {"runs": runs_cache}
+    with contextlib.redirect_stdout(out):
+        exec(bench._DIGEST, namespace)
+    return bench.parse_digest([_stdout(out.getvalue())])
+
+
+def test_the_digest_cell_holds_weights_and_histories_bit_for_bit():
+    import types
+
+    import torch
+    from course_utils.tinylm import TinyLM
+
+    def cache(weight_nudge=0.0, gold=0.5):
+        torch.manual_seed(0)
+        policy = TinyLM()
+        with torch.no_grad():
+            policy.weights[0] += weight_nudge
+        return types.SimpleNamespace(runs={("beta", 0.1): (policy, {"gold": [gold, 0.25], "after": [policy]})})
+
+    n, digest = _digest_of(cache())
+    assert n == 1 and len(digest) == 64 and _digest_of(cache()) == (1, digest)
+    assert _digest_of(cache(weight_nudge=1e-7))[1] != digest            # one weight's last bits
+    assert _digest_of(cache(gold=0.5000001))[1] != digest               # one logged figure
+    assert _digest_of(None) == (0, None)                                # a notebook without runs
+
+
+def _cell(*outputs):
+    return {"cell_type": "code", "outputs": list(outputs)}
+
+
+def test_outputs_digest_sees_what_a_student_sees_and_not_bars_or_widget_ids():
+    png = {"output_type": "display_data", "data": {"image/png": "iVBOR..."}, "metadata": {}}
+    bar = {"output_type": "display_data", "metadata": {},
+           "data": {"text/plain": "PPO: 100% 120/120 [00:02<00:00]", bench._WIDGET: {"model_id": "ab12"}}}
+    base = bench.outputs_digest([_cell(_stdout("gold +0.87\n"), png), {"cell_type": "markdown"}])
+    assert len(base) == 1
+    slower_bar = {**bar, "data": {**bar["data"], "text/plain": "PPO: 100% 120/120 [00:05<00:00]"}}
+    assert bench.outputs_digest([_cell(_stdout("gold +0.87\n"), bar, png)]) == base
+    assert bench.outputs_digest([_cell(_stdout("gold +0.87\n"), slower_bar, png)]) == base
+    assert bench.outputs_digest([_cell({"output_type": "stream", "name": "stderr", "text": "warn"},
+                                       _stdout("gold +0.87\n"), png)]) == base
+    assert bench.outputs_digest([_cell(_stdout("gold +0.88\n"), png)]) != base
+    assert bench.outputs_digest([_cell(_stdout("gold +0.87\n"), {**png, "data": {"image/png": "iVBOS..."}})]) != base
+
+
+def test_same_results_names_what_differs():
+    def run(runs="d1", outputs=("a", "b")):
+        return {**_run(30, 5, 20), "runs": (8, runs), "outputs": list(outputs)}
+    ok, note = bench.same_results({1: [run(), run()], 2: [run(), run()]})
+    assert ok and "8 runs'" in note and "COURSE_WORKERS=1, 2" in note
+    ok, note = bench.same_results({1: [run()], 2: [run(runs="d2")]})
+    assert not ok and "weights or histories" in note
+    ok, note = bench.same_results({1: [run()], 2: [run(outputs=("a", "c"))], 4: [run()]})
+    assert not ok and "code cells 1" in note and "weights" not in note
+
+
+def test_a_failed_check_fails_the_run():
+    report = bench.Report(flags={"avx2": True, "avx512": False})
+    report.add("a timing", [1.0], budget=3)
+    report.check("the same results", True, "(equal)")
+    assert report.all_met() and report.summary() == "bench: 1/1 budgets met, 1/1 checks hold"
+    report.check("the same results again", False, "(differ: x)")
+    assert not report.all_met() and "missed: the same results again (differ: x)" in report.summary()
