@@ -170,8 +170,7 @@ class OptimumSlider(View):
                                      self.tree.rm_rewards(rm, rm_offset))
         self.seq_ref = self.optimum.seq_ref                                              # (P, N)
         self.p = self.tree.prompts.index(self.prompt)
-        stats = [self.stats(b) for b in self.betas]
-        self.curves = {k: np.array([s[k] for s in stats]) for k in stats[0]}
+        self.curves = self.optimum.stats_many(self.betas)                               # {column: (41,)}
         self.sft = self.stats(math.inf)
         self._build_figure()
 
