@@ -189,6 +189,14 @@ def _label(beta):
     return f"beta = {beta:g}"
 
 
+def _few_ticks(axis):
+    """At most five round ticks on ``axis`` (0, 0.5, 1; 0, 50, 100): a slider's first draw makes every
+    tick of every panel (the default's seven or eight a panel cost a fifth of it)."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(4, steps=[1, 2, 5, 10]))
+
+
 def _kl_log_scale(ax, top):
     """Small and large KLs on one axis: linear up to 1 nat, logarithmic above."""
     log_axis(ax, "y", [t for t in (0, 0.5, 1, 3, 10, 30, 100) if t <= top * 1.2], "symlog", linthresh=1.0, linscale=1.5)
@@ -342,6 +350,9 @@ class CurveExplorer(View):
             ax.set_ylim(lo, hi)
             ax.set_xlim(0, n_iters - 1)
             ax.grid(alpha=0.3)
+            _few_ticks(ax.xaxis)
+            if not ax.get_yscale() == "symlog":
+                _few_ticks(ax.yaxis)
         for ax in axes[3:]:
             ax.set_xlabel("PPO iteration")
         axes[METRICS.index("gold")].legend(fontsize=8, loc="lower left")
