@@ -244,6 +244,15 @@ def log_axis(ax, which, ticks, scale="log", **scale_args):
     axis.set_major_formatter(FormatStrFormatter("%g"))
 
 
+def few_ticks(axis):
+    """At most five round ticks on ``axis`` (0, 0.5, 1; 0, 50, 100), the ``ax.xaxis`` or ``ax.yaxis`` of a
+    linear axis: a slider's first draw makes every tick of every panel, and the default's seven or
+    eight a panel are a fifth of it."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(4, steps=[1, 2, 5, 10]))
+
+
 def show_slider(view, slider, describe):
     """Display ``slider``, a caption and the frame ``view.update(value)`` in an HTML widget: a PNG as an
     ``<img>`` with its alt text ``view.alt()`` (``img_html``), or the view's HTML; next to the widget, a
@@ -377,4 +386,4 @@ def stack_pngs(pngs, heads):
 
 
 __all__ = ["View", "palette", "series", "image_output", "show_png", "plain", "figure_png", "Png", "png_bytes", "canvas_png", "Figure",
-           "PngFigure", "FastFigure", "log_axis", "show_slider", "img_html", "slider_positions", "static_frames", "stack_pngs"]
+           "PngFigure", "FastFigure", "log_axis", "few_ticks", "show_slider", "img_html", "slider_positions", "static_frames", "stack_pngs"]

@@ -28,7 +28,7 @@ from course_utils.runs import SWEEP_BETAS, RunCache
 from course_utils.reference_curves import REFERENCE_PATH, load_reference_curves
 from course_utils.runtime import progress
 from course_utils.tinylm import DIGITS, TOKENS, decode_responses, make_batch, sample
-from course_utils.views.base import FastFigure, PngFigure, View, log_axis, palette, series, show_slider
+from course_utils.views.base import FastFigure, PngFigure, View, few_ticks, log_axis, palette, series, show_slider
 from course_utils.views.optimum import OptimumComparison, OptimumSlider
 from course_utils.views.critic import CriticView
 from course_utils.views.length import LossWeights
@@ -189,14 +189,6 @@ def _label(beta):
     return f"beta = {beta:g}"
 
 
-def _few_ticks(axis):
-    """At most five round ticks on ``axis`` (0, 0.5, 1; 0, 50, 100): a slider's first draw makes every
-    tick of every panel (the default's seven or eight a panel cost a fifth of it)."""
-    from matplotlib.ticker import MaxNLocator
-
-    axis.set_major_locator(MaxNLocator(4, steps=[1, 2, 5, 10]))
-
-
 def _kl_log_scale(ax, top):
     """Small and large KLs on one axis: linear up to 1 nat, logarithmic above."""
     log_axis(ax, "y", [t for t in (0, 0.5, 1, 3, 10, 30, 100) if t <= top * 1.2], "symlog", linthresh=1.0, linscale=1.5)
@@ -350,9 +342,9 @@ class CurveExplorer(View):
             ax.set_ylim(lo, hi)
             ax.set_xlim(0, n_iters - 1)
             ax.grid(alpha=0.3)
-            _few_ticks(ax.xaxis)
+            few_ticks(ax.xaxis)
             if not ax.get_yscale() == "symlog":
-                _few_ticks(ax.yaxis)
+                few_ticks(ax.yaxis)
         for ax in axes[3:]:
             ax.set_xlabel("PPO iteration")
         axes[METRICS.index("gold")].legend(fontsize=8, loc="lower left")

@@ -17,7 +17,7 @@ import numpy as np
 from course_utils.response_tree import ResponseTree
 from course_utils.tree_optimum import TiltedOptimum, exact_optimum, policy_stats
 from course_utils.runs import SWEEP_BETAS
-from course_utils.views.base import FastFigure, Figure, PngFigure, View, log_axis, palette, show_slider
+from course_utils.views.base import FastFigure, Figure, PngFigure, View, few_ticks, log_axis, palette, show_slider
 
 BETA_ZERO = 1e-3    # beta = 0 (no KL penalty) is shown at this beta: its optimum is the RM's argmax
 
@@ -198,6 +198,7 @@ class OptimumSlider(View):
                 ax.set_ylim(low, high)
             else:
                 ax.axhline(self.sft[key], color="gray", ls="--", lw=1, label="SFT model")
+                few_ticks(ax.yaxis)
             log_axis(ax, "x", _decades(self.betas[0], self.betas[-1]))
             ax.set_xlabel("β")
             ax.set_title(title, fontsize=10, y=1.0)     # y given: no automatic title placement (slow)
@@ -206,6 +207,7 @@ class OptimumSlider(View):
         self.keys = [k for k, _, _ in spec]
         ax = self.bar_ax = axes[3]
         ax.set_xlim(0, 1.25)
+        few_ticks(ax.xaxis)
         ax.set_ylim(5.6, -0.6)
         ax.set_yticks([])
         ax.set_xlabel("probability")
