@@ -153,13 +153,15 @@ class TiltedOptimum:
             levels, which = torch.unique(self.seq_rewards, return_inverse=True)       # (G,), (P, N)
         G = len(levels)
         mass = self.seq_ref.new_zeros(P, G)                                           # pi_ref(level)
-        weighted = self.seq_ref.new_zeros(P, G, len(FEATURES))                        # sum of pi_ref * features
+        weighted = self.seq_ref.new_zeros(len(FEATURES), P, G)                        # sum of pi_ref * features
         for start in range(0, P, chunk):              # a few prompts at a time: no (P, N, 4) temporaries
             rows = slice(start, start + chunk)
             ref = self.seq_ref[rows].exp()                                            # (c, N)
             feats = complete_only(tree.features_of(rows))                             # (c, N, 4)
             mass[rows].scatter_add_(1, which[rows], ref)
-            weighted[rows].scatter_add_(1, which[rows, :, None].expand_as(feats), ref[..., None] * feats)
+            for k in range(len(FEATURES)):            # a column at a time: a third faster than one (c, N, 4) scatter
+                weighted[k, rows].scatter_add_(1, which[rows], ref * feats[..., k])
+        weighted = weighted.permute(1, 2, 0)                                          # (P, G, 4)
         self.levels = levels                                                          # (G,)
         self.log_mass = mass.log()                                                    # (P, G), -inf if empty
         means = weighted / mass.clamp_min(1e-300)[..., None]                          # E_ref[f | level]
