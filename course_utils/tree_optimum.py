@@ -144,12 +144,13 @@ class TiltedOptimum:
 
     def __init__(self, tree, ref_logp, rewards, chunk=10):
         self.seq_ref = complete_only(path_logprobs(ref_logp))                         # (P, N)
-        self.seq_rewards = complete_only(rewards)                                     # (P, N)
         P = self.seq_ref.shape[0]
-        if (self.seq_rewards == self.seq_rewards[:1]).all():          # one reward per response (an RM): sort N, not P N
+        if all(torch.equal(r, r[:1].expand_as(r)) for r in rewards):  # one reward per response (an RM): sort N, not P N
+            self.seq_rewards = complete_only([r[:1] for r in rewards]).expand(P, -1)  # (P, N), one row
             levels, which = torch.unique(self.seq_rewards[0], return_inverse=True)
             which = which.expand(P, -1)
         else:
+            self.seq_rewards = complete_only(rewards)                                 # (P, N)
             levels, which = torch.unique(self.seq_rewards, return_inverse=True)       # (G,), (P, N)
         G = len(levels)
         mass = self.seq_ref.new_zeros(P, G)                                           # pi_ref(level)
