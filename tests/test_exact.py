@@ -232,6 +232,9 @@ def test_slider_matches_the_optimum_and_draws(setup, sft, rm):
     runs = RunCache(sft)
     runs.rm, runs.rm_offset = rm, OFFSET
     view = OptimumSlider(runs, betas=[1e-3, 0.1, 10.0], prompt="3+4=", prompts=PROMPTS).prepare()
+    for i, beta in enumerate(view.betas):                # the curves drawn (stats_many) are stats(beta) at each beta
+        for key, value in view.stats(beta).items():
+            assert abs(view.curves[key][i] - value) < 1e-9 * max(1.0, abs(value)), (beta, key)
     for beta in [1e-3, 0.05, 3.0]:
         exact = exact_optimum(tree, ref, rewards, beta).stats
         fast = view.stats(beta)
