@@ -18,6 +18,7 @@ Everything is done in log space in float64, so beta may go down to 1e-3. Usage:
 
     tilted = TiltedOptimum(tree, ref_logp, rewards)    # the same optimum, sequence by sequence:
     tilted.stats(0.1)                                  # a new beta costs a few ms (a slider)
+    tilted.stats_many(betas)                           # a curve over many betas, in one product
 
 Rewards, and so E[r] and J, have the offset subtracted (as train_rlhf scores); the RM's raw score
 is E[r] + rm_offset. A new beta re-runs only the backward pass (tens of ms), or TiltedOptimum's
@@ -143,26 +144,31 @@ class TiltedOptimum:
 
     def __init__(self, tree, ref_logp, rewards, chunk=10):
         self.seq_ref = complete_only(path_logprobs(ref_logp))                         # (P, N)
-        self.seq_rewards = complete_only(rewards)                                     # (P, N)
         P = self.seq_ref.shape[0]
-        if (self.seq_rewards == self.seq_rewards[:1]).all():          # one reward per response (an RM): sort N, not P N
+        if all(torch.equal(r, r[:1].expand_as(r)) for r in rewards):  # one reward per response (an RM): sort N, not P N
+            self.seq_rewards = complete_only([r[:1] for r in rewards]).expand(P, -1)  # (P, N), one row
             levels, which = torch.unique(self.seq_rewards[0], return_inverse=True)
             which = which.expand(P, -1)
         else:
+            self.seq_rewards = complete_only(rewards)                                 # (P, N)
             levels, which = torch.unique(self.seq_rewards, return_inverse=True)       # (G,), (P, N)
         G = len(levels)
         mass = self.seq_ref.new_zeros(P, G)                                           # pi_ref(level)
-        weighted = self.seq_ref.new_zeros(P, G, len(FEATURES))                        # sum of pi_ref * features
+        weighted = self.seq_ref.new_zeros(len(FEATURES), P, G)                        # sum of pi_ref * features
         for start in range(0, P, chunk):              # a few prompts at a time: no (P, N, 4) temporaries
             rows = slice(start, start + chunk)
             ref = self.seq_ref[rows].exp()                                            # (c, N)
             feats = complete_only(tree.features_of(rows))                             # (c, N, 4)
             mass[rows].scatter_add_(1, which[rows], ref)
-            weighted[rows].scatter_add_(1, which[rows, :, None].expand_as(feats), ref[..., None] * feats)
+            for k in range(len(FEATURES)):            # a column at a time: a third faster than one (c, N, 4) scatter
+                weighted[k, rows].scatter_add_(1, which[rows], ref * feats[..., k])
+        weighted = weighted.permute(1, 2, 0)                                          # (P, G, 4)
         self.levels = levels                                                          # (G,)
         self.log_mass = mass.log()                                                    # (P, G), -inf if empty
         means = weighted / mass.clamp_min(1e-300)[..., None]                          # E_ref[f | level]
         self.level_values = torch.cat([levels.expand(P, G)[..., None], means], dim=-1)   # (P, G, 5)
+        # pi_ref(level) and pi_ref(level) * each column: what stats_many sums with one tilt per beta
+        self.moments = torch.cat([mass[..., None], mass[..., None] * levels[:, None], weighted], dim=-1)  # (P, G, 6)
 
     def log_z(self, beta):
         """log Z(x) = log sum_y pi_ref(y|x) exp(r(y) / beta): (P,)."""
@@ -178,6 +184,29 @@ class TiltedOptimum:
         out = dict(zip(self.columns, per_prompt.mean(0).tolist()))
         kl = 0.0 if math.isinf(beta) else float((per_prompt[:, 0] / beta - log_z[:, 0]).mean())
         out["kl"] = max(kl, 0.0)                               # KL(pi* || pi_ref) = E[r] / beta - log Z
+        return out
+
+    def stats_many(self, betas):
+        """``stats`` at each of ``betas`` at once: {column: (B,) float64 array}, the columns of ``stats``.
+
+        pi*(level) is pi_ref(level) exp(r / beta) / Z; with exp(r / beta) shifted by the largest level's
+        (one shift per beta, shared by the prompts), the tilt is a (B, G) matrix and every expectation of
+        every prompt one product with ``moments``: the same numbers as ``stats`` to ~1e-15, without a
+        softmax over (P, G) per beta. A prompt whose pi_ref puts next to nothing where the tilt is
+        largest would underflow the shared shift: those betas go through ``stats``."""
+        betas = torch.as_tensor(betas, dtype=torch.float64)                          # (B,)
+        inv = torch.where(torch.isinf(betas), torch.zeros_like(betas), 1.0 / betas)
+        exponent = inv[:, None] * self.levels                                         # (B, G)
+        shift = exponent.amax(dim=1, keepdim=True)                                    # (B, 1)
+        sums = torch.einsum("bg,pgk->bpk", (exponent - shift).exp(), self.moments)    # (B, P, 6)
+        norm = sums[..., 0]                                                           # (B, P): Z / exp(shift)
+        per_prompt = sums[..., 1:] / norm[..., None]                                  # (B, P, 5)
+        kl = (per_prompt[..., 0] * inv[:, None] - norm.log() - shift).mean(1)       # E[r] / beta - log Z
+        out = {k: v.numpy() for k, v in zip(self.columns, per_prompt.mean(1).unbind(-1))}
+        out["kl"] = torch.where(inv > 0, kl, 0.0).clamp_min(0.0).numpy()          # beta = inf: pi_ref itself
+        for i in (~(norm > 1e-250).all(dim=1)).nonzero().flatten().tolist():        # underflow: one by one
+            for k, v in self.stats(float(betas[i])).items():
+                out[k][i] = v
         return out
 
     def response_logprobs(self, beta, p):

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from course_staff.exact import exact_optimum_of
 from course_utils.response_tree import (ACTIONS, ALL_PROMPTS, TERMINAL, ResponseTree, complete_only, path_logprobs,
                                         response_probs)
-from course_utils.tree_optimum import exact_optimum, policy_stats
+from course_utils.tree_optimum import TiltedOptimum, exact_optimum, policy_stats
 from course_utils.runs import RunCache
 from course_utils.views.optimum import OptimumSlider, compare_sweep, plot_sweep, print_sweep
 from course_utils.prefs import DigitRM, digit_counts, gold_score
@@ -232,6 +232,9 @@ def test_slider_matches_the_optimum_and_draws(setup, sft, rm):
     runs = RunCache(sft)
     runs.rm, runs.rm_offset = rm, OFFSET
     view = OptimumSlider(runs, betas=[1e-3, 0.1, 10.0], prompt="3+4=", prompts=PROMPTS).prepare()
+    for i, beta in enumerate(view.betas):                # the curves drawn (stats_many) are stats(beta) at each beta
+        for key, value in view.stats(beta).items():
+            assert abs(view.curves[key][i] - value) < 1e-9 * max(1.0, abs(value)), (beta, key)
     for beta in [1e-3, 0.05, 3.0]:
         exact = exact_optimum(tree, ref, rewards, beta).stats
         fast = view.stats(beta)
@@ -246,6 +249,23 @@ def test_slider_matches_the_optimum_and_draws(setup, sft, rm):
     assert slider.value == 0.1 and "beta = 0.1:" in view.title.get_text()
     slider.value = 1.0                                                    # the slider re-draws the view
     assert "beta = 1:" in view.title.get_text()
+
+
+@pytest.mark.parametrize("per_prompt", [False, True])
+def test_stats_at_many_betas_equal_stats_at_each(setup, per_prompt):
+    """OptimumSlider's curves (stats_many, one product per beta) are stats(beta) at each beta; with rewards
+    that differ by prompt by whole units (per_prompt), the shared shift underflows for some prompts at
+    small beta and those betas take stats' path."""
+    tree, ref, rewards = setup
+    if per_prompt:
+        rewards = [r + torch.arange(len(PROMPTS), dtype=r.dtype)[:, None, None] * TERMINAL[d] for d, r in enumerate(rewards)]
+    tilted = TiltedOptimum(tree, ref, rewards)
+    betas = [1e-3, 0.01, 0.1, 1.0, 10.0, math.inf]
+    many = tilted.stats_many(betas)
+    for i, beta in enumerate(betas):
+        for key, value in tilted.stats(beta).items():
+            assert abs(many[key][i] - value) < 1e-9 * max(1.0, abs(value)), (beta, key, many[key][i], value)
+    assert many["kl"][-1] == 0.0
 
 
 def test_sweep_comparison(setup, sft, rm, capsys):

@@ -484,3 +484,19 @@ def test_the_reference_pass_is_shared_until_the_weights_change():
         next(model.parameters()).add_(0.01)                                 # new weights: computed again
     again = reference_logprobs(ResponseTree.build(["7+5="]), model)
     assert again is not first and not all(torch.equal(a, b) for a, b in zip(first, again))
+
+
+def test_the_rewards_on_the_tree_are_shared_until_the_reward_model_changes():
+    from course_utils.prefs import DigitRM
+    from course_utils.response_tree import ResponseTree
+    from course_utils.views.optimum import rm_rewards
+
+    rm, tree = DigitRM(), ResponseTree.build(["7+5="])
+    first = rm_rewards(tree, rm, 0.5)
+    assert rm_rewards(tree, rm, 0.5) is first                               # shared: scored once
+    assert all(torch.equal(a, b) for a, b in zip(first, tree.rm_rewards(rm, 0.5)))
+    assert rm_rewards(tree, rm, 0.25) is not first                          # another offset
+    with torch.no_grad():
+        rm.w.add_(0.1)                                                       # new weights: scored again
+    again = rm_rewards(tree, rm, 0.5)
+    assert not all(torch.equal(a, b) for a, b in zip(first, again))

@@ -39,3 +39,24 @@ def test_a_failing_frame_leaves_the_widget_at_the_start():
     assert frame.value == "<p>frame 0.5</p>" and note.value == "at 0.5"
     slider.value = 1.0                                                  # the student's function fails here
     assert "raised ValueError: no frame at 1" in note.value and frame.value == "<p>frame 0.5</p>"
+
+
+def test_fast_png_decodes_to_its_pixels_and_stacks():
+    """png_bytes (the frames' encoder) is a PNG any reader decodes to the same pixels, RGB and RGBA;
+    stack_pngs puts frames one above the other, from their pixels or from plain PNG bytes alike."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from course_utils.views.base import png_bytes, stack_pngs
+
+    pixels = np.random.default_rng(0).integers(0, 256, size=(7, 11, 4), dtype=np.uint8)
+    for image in (pixels, pixels[..., :3]):
+        decoded = np.asarray(Image.open(io.BytesIO(png_bytes(image))))
+        assert decoded.shape == image.shape and (decoded == image).all()
+    frame = png_bytes(pixels)
+    plain = bytes(frame)                                   # no pixels kept: stack_pngs decodes it
+    sheet = np.asarray(Image.open(io.BytesIO(stack_pngs([frame, plain], ["a", "b"]))))
+    assert sheet.shape == (2 * (7 + 30), 11, 3)
+    assert (sheet[30:37] == pixels[..., :3]).all() and (sheet[67:74] == pixels[..., :3]).all()

@@ -26,7 +26,7 @@ from course_utils.response_tree import ALL_PROMPTS, ResponseTree
 from course_utils.reward_model import digit_counts
 from course_utils.tinylm import MAX_NEW, sample, sequence_logprobs
 from course_utils.tree_optimum import soft_values
-from course_utils.views.base import MARKERS, FastFigure, PngFigure, View, palette, series, show_slider
+from course_utils.views.base import MARKERS, FastFigure, PngFigure, View, few_ticks, palette, series, show_slider
 
 LAMBDAS = tuple(round(0.05 * i, 2) for i in range(21))        # the slider: 0, 0.05, ..., 1
 N_EVAL = 1000           # rollouts of the trained policy the comparison is made on
@@ -139,6 +139,9 @@ class CriticView(View):
         a4.set_xlabel("exact A^π(x, y<t, yt)")
         a4.set_ylabel("GAE advantage (learned critic)")
         self.scatter_title = a4.set_title(" \n ", fontsize=10, y=1.0)
+        for ax in (a1, a2, a3, a4):
+            few_ticks(ax.xaxis)
+            few_ticks(ax.yaxis)
         self.frame = FastFigure(fig, [self.marker, self.points, self.scatter_title])
 
     def update(self, lam):

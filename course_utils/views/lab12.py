@@ -28,7 +28,7 @@ from course_utils.runs import SWEEP_BETAS, RunCache
 from course_utils.reference_curves import REFERENCE_PATH, load_reference_curves
 from course_utils.runtime import progress
 from course_utils.tinylm import DIGITS, TOKENS, decode_responses, make_batch, sample
-from course_utils.views.base import FastFigure, PngFigure, View, log_axis, palette, series, show_slider
+from course_utils.views.base import FastFigure, PngFigure, View, few_ticks, log_axis, palette, series, show_slider
 from course_utils.views.optimum import OptimumComparison, OptimumSlider
 from course_utils.views.critic import CriticView
 from course_utils.views.length import LossWeights
@@ -342,6 +342,9 @@ class CurveExplorer(View):
             ax.set_ylim(lo, hi)
             ax.set_xlim(0, n_iters - 1)
             ax.grid(alpha=0.3)
+            few_ticks(ax.xaxis)
+            if not ax.get_yscale() == "symlog":
+                few_ticks(ax.yaxis)
         for ax in axes[3:]:
             ax.set_xlabel("PPO iteration")
         axes[METRICS.index("gold")].legend(fontsize=8, loc="lower left")

@@ -24,7 +24,7 @@ import torch
 
 from course_utils.response_tree import complete_only, path_logprobs, response_probs
 from course_utils.tinylm import MAX_NEW
-from course_utils.views.base import Figure, PngFigure, View, canvas_png, log_axis, palette, series, show_slider
+from course_utils.views.base import FastFigure, Figure, PngFigure, View, log_axis, palette, series, show_slider
 from course_utils.views.lab12 import REFERENCE_PATH, last_third, load_reference_curves
 
 CURVE_BETAS = tuple(float(b) for b in np.geomspace(0.005, 20.0, 41))   # the optima's curves, from far to near pi_ref
@@ -425,44 +425,54 @@ class BetaSlider(View):
         self.figures = {b: {k: self.referee.judge(p, b) for k, p in r.items()} for b, r in self.runs.items()}
         self.labels = list(dict.fromkeys(k for r in self.runs.values() for k in r))
         self.optima = {name: {b: self.referee.optimum(name, b).stats for b in self.runs} for name in ("rm", "gold")}
-        fig = Figure(figsize=(12, 4), dpi=75)
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-        FigureCanvasAgg(fig)
-        fig.subplots_adjust(left=0.07, right=0.98, bottom=0.17, top=0.88, wspace=0.25)
-        self.ax, self.ax_kl = fig.subplots(1, 2)
+        self.fig = Figure(figsize=(12, 4), dpi=75)
+        self.fig.subplots_adjust(left=0.07, right=0.98, bottom=0.17, top=0.88, wspace=0.25)
+        self.ax, self.ax_kl = self.fig.subplots(1, 2)
         _optimum_curves(self.ax, self.referee)
         _gold_vs_kl_axes(self.ax, self.referee.judge(self.referee.sft, self.beta)["rm"]["gold"])
-        self.fig = fig
-        self.artists, self.frames = [], {}
-
-    def draw(self, beta):
-        for a in self.artists:
-            a.remove()
-        self.artists = []
-        self.ax_kl.clear()
-        figs = self.figures[beta]
-        for name, marker in (("rm", "P"), ("gold", "X")):
-            s = self.optima[name][beta]
-            self.artists += self.ax.plot([_kl(s.kl)], [s.gold], marker, color="black", ms=10,
-                                         label=rf"$\pi^*_{{{name.upper() if name == 'rm' else name}}}$ at this $\beta$")
-        for i, label in enumerate(self.labels):
-            if label in figs:
-                f, style = figs[label]["rm"], series(i + 3)
-                self.artists += self.ax.plot([_kl(f["kl"])], [f["gold"]], ls="none", marker=style["marker"],
-                                             color=style["color"], ms=9, label=label)
-        self.artists.append(self.ax.legend(fontsize=7, loc="lower left"))
-        self.ax.set_title(rf"$\beta$ = {beta:g}: gold against KL (curves: the optima over $\beta$)", fontsize=10)
-        x = np.arange(len(figs))
-        for k, (name, hatch) in enumerate((("rm", None), ("gold", "//"))):
-            self.ax_kl.bar(x + (k - 0.5) * 0.38, [_kl(f[name]["kl_to_opt"]) for f in figs.values()], 0.38, hatch=hatch,
-                           edgecolor="white", color=[series(self.labels.index(lb) + 3)["color"] for lb in figs],
-                           label=r"to $\pi^*_{RM}$" if name == "rm" else r"to $\pi^*_{gold}$ (hatched)")
-        self.ax_kl.set_xticks(x, list(figs), fontsize=8)
+        self.shown = {b: self._artists(b) for b in sorted(self.runs)}        # each beta's points and bars
+        self._legend(self.ax, loc="lower left")
+        self.ax_kl.set_xticks(range(len(self.labels)), self.labels, fontsize=8)
         log_axis(self.ax_kl, "y", KL_TICKS)
         self.ax_kl.set_ylim(KL_FLOOR * 0.8, 150)
         self.ax_kl.set_title(r"KL($\pi\,\|\,\pi^*$) to both optima of this $\beta$, exact", fontsize=10)
-        self.ax_kl.legend(fontsize=7)
+        self._legend(self.ax_kl)
+        moving = [a for artists in self.shown.values() for a in artists] + [self.ax.title, self.ax.legend_]
+        self.frame, self.frames = FastFigure(self.fig, moving), {}      # axes, curves and labels drawn once
+
+    def _artists(self, beta):
+        """The points of both optima and of every policy at ``beta`` (left) and their bars of KL to both
+        optima (right, one slot per policy label): the artists a frame of ``beta`` shows."""
+        figs, artists = self.figures[beta], []
+        for name, marker in (("rm", "P"), ("gold", "X")):
+            s = self.optima[name][beta]
+            artists += self.ax.plot([_kl(s.kl)], [s.gold], marker, color="black", ms=10,
+                                    label=rf"$\pi^*_{{{name.upper() if name == 'rm' else name}}}$ at this $\beta$")
+        for i, label in enumerate(self.labels):
+            if label in figs:
+                f, style = figs[label]["rm"], series(i + 3)
+                artists += self.ax.plot([_kl(f["kl"])], [f["gold"]], ls="none", marker=style["marker"],
+                                        color=style["color"], ms=9, label=label)
+        x = np.array([self.labels.index(label) for label in figs])
+        for k, (name, hatch) in enumerate((("rm", None), ("gold", "//"))):
+            artists += self.ax_kl.bar(x + (k - 0.5) * 0.38, [_kl(f[name]["kl_to_opt"]) for f in figs.values()], 0.38,
+                                      hatch=hatch, edgecolor="white",
+                                      color=[series(self.labels.index(lb) + 3)["color"] for lb in figs],
+                                      label=r"to $\pi^*_{RM}$" if name == "rm" else r"to $\pi^*_{gold}$ (hatched)").patches
+        return artists
+
+    @staticmethod
+    def _legend(ax, **kwargs):
+        """A legend of ``ax`` naming each label once (every beta has its own artists of the same labels)."""
+        entries = dict(zip(*reversed(ax.get_legend_handles_labels())))                    # {label: handle}
+        ax.legend(list(entries.values()), list(entries), fontsize=7, **kwargs)
+
+    def draw(self, beta):
+        """Show the artists of ``beta`` only, and its title."""
+        for b, artists in self.shown.items():
+            for a in artists:
+                a.set_visible(b == beta)
+        self.ax.set_title(rf"$\beta$ = {beta:g}: gold against KL (curves: the optima over $\beta$)", fontsize=10)
 
     def update(self, value):
         """The frame at beta ``value``: drawn on its first visit, then kept (a beta's frame is fixed by its
@@ -471,8 +481,7 @@ class BetaSlider(View):
         self.beta = float(value)
         if self.beta not in self.frames:
             self.draw(self.beta)
-            self.fig.canvas.draw()
-            self.frames[self.beta] = canvas_png(self.fig.canvas)
+            self.frames[self.beta] = self.frame.png()
         return self.frames[self.beta]
 
     def caption(self):

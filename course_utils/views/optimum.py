@@ -17,7 +17,7 @@ import numpy as np
 from course_utils.response_tree import ResponseTree
 from course_utils.tree_optimum import TiltedOptimum, exact_optimum, policy_stats
 from course_utils.runs import SWEEP_BETAS
-from course_utils.views.base import FastFigure, Figure, PngFigure, View, log_axis, palette, show_slider
+from course_utils.views.base import FastFigure, Figure, PngFigure, View, few_ticks, log_axis, palette, show_slider
 
 BETA_ZERO = 1e-3    # beta = 0 (no KL penalty) is shown at this beta: its optimum is the RM's argmax
 
@@ -27,19 +27,30 @@ def _decades(low, high):
     return [10.0 ** e for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)]
 
 
-_REFERENCE = weakref.WeakKeyDictionary()      # {model: (what it was computed for, tree log-probs)}
+_ON_TREE = weakref.WeakKeyDictionary()        # {model: (what it was computed for, tree tensors)}
+
+
+def _once_per_tree(tree, model, compute, *args):
+    """``compute(model, *args)`` on ``tree``, computed once per tree while the model's weights stay as
+    they are: what the comparison and the slider of Experiment 8 share."""
+    params = list(model.parameters())
+    key = (tuple(tree.prompts), compute.__name__, args, tuple(p.data_ptr() for p in params),
+           tuple(p._version for p in params))
+    cached = _ON_TREE.setdefault(model, {}).get(compute.__name__)
+    if cached is None or cached[0] != key:
+        cached = _ON_TREE[model][compute.__name__] = (key, compute(model, *args))
+    return cached[1]
 
 
 def reference_logprobs(tree, model):
-    """``tree.logprobs(model)`` of the reference (the SFT model), computed once per tree while the
-    model's weights stay as they are: the exact pass over every response to the 100 prompts (most of
-    a slider's first draw) is shared by the comparison and the slider of Experiment 8."""
-    params = list(model.parameters())
-    key = (tuple(tree.prompts), tuple(p.data_ptr() for p in params), tuple(p._version for p in params))
-    cached = _REFERENCE.get(model)
-    if cached is None or cached[0] != key:
-        cached = _REFERENCE[model] = (key, tree.logprobs(model))
-    return cached[1]
+    """``tree.logprobs(model)`` of the reference (the SFT model), once per tree (``_once_per_tree``):
+    the exact pass over every response to the 100 prompts, most of a slider's first draw."""
+    return _once_per_tree(tree, model, tree.logprobs)
+
+
+def rm_rewards(tree, rm, rm_offset):
+    """``tree.rm_rewards(rm, rm_offset)``, once per tree (``_once_per_tree``)."""
+    return _once_per_tree(tree, rm, tree.rm_rewards, float(rm_offset))
 
 
 def _policy(entry):
@@ -59,7 +70,7 @@ def compare_sweep(sweep, sft_model, rm, rm_offset, tree=None):
     """
     tree = tree or ResponseTree.build()
     ref = reference_logprobs(tree, sft_model)
-    rewards = tree.rm_rewards(rm, rm_offset)
+    rewards = rm_rewards(tree, rm, rm_offset)
     rows = []
     for beta in sorted(sweep):
         b = beta if beta > 0 else BETA_ZERO
@@ -167,11 +178,10 @@ class OptimumSlider(View):
         rm, rm_offset = self.runs.reward()
         self.tree = ResponseTree.build(self.prompts)
         self.optimum = TiltedOptimum(self.tree, reference_logprobs(self.tree, self.runs.sft),
-                                     self.tree.rm_rewards(rm, rm_offset))
+                                     rm_rewards(self.tree, rm, rm_offset))
         self.seq_ref = self.optimum.seq_ref                                              # (P, N)
         self.p = self.tree.prompts.index(self.prompt)
-        stats = [self.stats(b) for b in self.betas]
-        self.curves = {k: np.array([s[k] for s in stats]) for k in stats[0]}
+        self.curves = self.optimum.stats_many(self.betas)                               # {column: (41,)}
         self.sft = self.stats(math.inf)
         self._build_figure()
 
@@ -199,6 +209,7 @@ class OptimumSlider(View):
                 ax.set_ylim(low, high)
             else:
                 ax.axhline(self.sft[key], color="gray", ls="--", lw=1, label="SFT model")
+                few_ticks(ax.yaxis)
             log_axis(ax, "x", _decades(self.betas[0], self.betas[-1]))
             ax.set_xlabel("β")
             ax.set_title(title, fontsize=10, y=1.0)     # y given: no automatic title placement (slow)
@@ -207,6 +218,7 @@ class OptimumSlider(View):
         self.keys = [k for k, _, _ in spec]
         ax = self.bar_ax = axes[3]
         ax.set_xlim(0, 1.25)
+        few_ticks(ax.xaxis)
         ax.set_ylim(5.6, -0.6)
         ax.set_yticks([])
         ax.set_xlabel("probability")
@@ -263,4 +275,4 @@ class OptimumSlider(View):
 
 
 __all__ = ["compare_sweep", "print_sweep", "plot_sweep", "OptimumComparison", "OptimumSlider", "BETA_ZERO",
-           "reference_logprobs"]
+           "reference_logprobs", "rm_rewards"]
