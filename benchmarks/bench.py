@@ -423,18 +423,21 @@ _NUMBER = r"([0-9.eE+-]+)"
 _PROBE_LINE = re.compile(rf"bench-probe\s+(-?\d+)\s+{_NUMBER}\s+{_NUMBER}")
 
 
+def _stdout_text(outputs):
+    """The stdout of a cell's outputs as one string (a stream's text may be a string or a list of them)."""
+    def text(out):
+        t = out.get("text", "")
+        return "".join(t) if isinstance(t, list) else str(t)
+    return "".join(text(o) for o in outputs if o.get("output_type") == "stream" and o.get("name") == "stdout")
+
+
 def parse_probe(outputs):
     """(peak resident MiB or None, the kernel's CPU seconds, its reaped children's CPU seconds) from
     the probe cell's outputs, whatever their shape: the kernel may send its one line of stdout in
     several stream messages (a busy machine flushes between print's writes), with stderr or other
     outputs around it, and its text as a string or a list of strings. Raises ValueError, quoting the
     outputs, when no probe line is among them."""
-    def text(out):
-        t = out.get("text", "")
-        return "".join(t) if isinstance(t, list) else str(t)
-
-    stdout = "".join(text(o) for o in outputs if o.get("output_type") == "stream" and o.get("name") == "stdout")
-    found = _PROBE_LINE.findall(stdout)
+    found = _PROBE_LINE.findall(_stdout_text(outputs))
     if not found:
         raise ValueError(f"the kernel probe printed no 'bench-probe <KiB> <seconds> <children's seconds>' "
                          f"line; its outputs: {repr(outputs)[:300]}")
@@ -479,9 +482,7 @@ _WIDGET = "application/vnd.jupyter.widget-view+json"
 
 def parse_digest(outputs):
     """(number of runs, their digest) printed by the _DIGEST cell, or (0, None) without a runs cache."""
-    text = "".join("".join(o["text"]) if isinstance(o.get("text"), list) else o.get("text", "")
-                   for o in outputs if o.get("output_type") == "stream" and o.get("name") == "stdout")
-    found = _DIGEST_LINE.findall(text)
+    found = _DIGEST_LINE.findall(_stdout_text(outputs))
     if not found:
         raise ValueError(f"the digest cell printed no 'bench-digest' line; its outputs: {repr(outputs)[:300]}")
     n, digest = found[-1]
@@ -512,17 +513,16 @@ def outputs_digest(cells):
 def same_results(samples):
     """Whether every Run All of ``samples`` ({COURSE_WORKERS: [``_execute`` results]}) made the same
     runs (their weights and histories, bit for bit) and showed the same outputs; (ok, a note)."""
-    runs = {(n, r["runs"]) for n, rs in samples.items() for r in rs}
-    outs = [(n, r["outputs"]) for n, rs in samples.items() for r in rs]
-    n_runs = {r[1][0] for r in runs}
-    same_runs = len({r[1] for r in runs}) == 1
-    first_n, first = outs[0]
-    differ = sorted({i for _, o in outs for i, (a, b) in enumerate(zip(first, o)) if a != b}
-                    | ({-1} if any(len(o) != len(first) for _, o in outs) else set()))
+    runs = {r["runs"] for rs in samples.values() for r in rs}                # {(number of runs, digest)}
+    outs = [r["outputs"] for rs in samples.values() for r in rs]
+    same_runs = len(runs) == 1
+    first = outs[0]
+    differ = sorted({i for o in outs for i, (a, b) in enumerate(zip(first, o)) if a != b}
+                    | ({-1} if any(len(o) != len(first) for o in outs) else set()))
     ok = same_runs and not differ
     counts = ", ".join(str(n) for n in sorted(samples))
     if ok:
-        return True, (f"({max(n_runs)} runs' weights and histories, and every code cell's outputs, equal bit for "
+        return True, (f"({max(n for n, _ in runs)} runs' weights and histories, and every code cell's outputs, equal bit for "
                       f"bit at COURSE_WORKERS={counts})")
     where = [] if same_runs else ["the runs' weights or histories"]
     where += [f"the outputs of code cells {', '.join(str(i) for i in differ if i >= 0)}"] if differ else []
