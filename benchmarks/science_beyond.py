@@ -43,6 +43,7 @@ HACK_BETA = 0.05          # PPO hacks the RM here (Lab 12)
 BETA = given_default("lab12", "RLHFConfig", "beta")       # Lab 12's default beta, read from its RLHFConfig
 EPOCHS = given_default("lab13", "DPOConfig", "epochs")    # Lab 13's DPO epochs: the "fourth epoch" of the claims
 SWEEP = (0.05, 0.06, 0.07, 0.08, 0.1, 0.2)    # PPO's frontier: KL from about 10 nats down to 0.2
+WIDER = (0.03, 0.02, 0.01)     # smaller betas (larger KL), added in turn while a reading lies past the sweep
 GRPO_CELLS = {(kl_in, scaled): f"grpo_{kl_in}_{'scaled' if scaled else 'unscaled'}"
               for kl_in in ("loss", "reward") for scaled in (False, True)}
 
@@ -92,7 +93,8 @@ def frontier_gold(points, kl, sft_gold=None):
     """PPO's gold at this KL, linear in log KL between the two sweep points around it; below the sweep's
     smallest KL, linear in KL from the SFT model (KL 0, ``sft_gold``: PPO as beta grows without bound).
 
-    points: [(kl, gold)] of the sweep. NaN outside that range (no extrapolation)."""
+    points: [(kl, gold)] of the sweep. A KL outside that range is an error (no extrapolation, and no
+    NaN that a criterion would read as a verdict): ``spanning_sweep`` makes the sweep reach it."""
     points = sorted(points)
     if sft_gold is not None and 0 <= kl < points[0][0]:
         return sft_gold + kl / points[0][0] * (points[0][1] - sft_gold)
@@ -100,7 +102,20 @@ def frontier_gold(points, kl, sft_gold=None):
         if k0 <= kl <= k1:
             t = (math.log(kl) - math.log(k0)) / (math.log(k1) - math.log(k0))
             return g0 + t * (g1 - g0)
-    return float("nan")
+    low = 0 if sft_gold is not None else points[0][0]
+    raise ValueError(f"KL {kl:.4f} is outside PPO's frontier, KL {low:.4f} to {points[-1][0]:.4f}: "
+                     f"no gold to read there without extrapolating")
+
+
+def spanning_sweep(seed, kls):
+    """{beta: PPO's figures} of SWEEP, with betas from WIDER added in turn while one of ``kls`` (the KLs
+    the frontier is read at) lies past the sweep's largest KL: the same rule in a full run and a smoke run."""
+    sweep = {beta: ppo_figures(seed, beta) for beta in SWEEP}
+    for beta in WIDER:
+        if max(kls) <= max(f["kl"] for f in sweep.values()):
+            break
+        sweep[beta] = ppo_figures(seed, beta)
+    return sweep
 
 
 # ----------------------------------------------------------------------------- DPO
@@ -114,19 +129,20 @@ def shuffled(data, seed):
 @_on_one_thread
 def run_dpo(seed):
     w, referee = world(seed)
-    sweep = {beta: ppo_figures(seed, beta) for beta in SWEEP}
     sft_gold = _gold(referee, referee.ref, HACK_BETA)
-    frontier = [(f["kl"], f["gold"]) for f in sweep.values()]
-    out = {"sft_gold": sft_gold, "ppo_gold_005": sweep[HACK_BETA]["gold"], "ppo_kl_005": sweep[HACK_BETA]["kl"],
-           "inputs": {}}
+    out = {"sft_gold": sft_gold, "inputs": {}}
     # DPO at beta 0.05 on the labeler's rankings and, the control, on the same rankings shuffled (no
     # preference left to learn): each compared with PPO's frontier at its own KL
-    for name, data in (("labeler", w.train_data), ("shuffled", shuffled(w.train_data, seed))):
-        dpo = referee.judge(dpo_on(dataclasses.replace(w, train_data=data),
+    dpo = {name: referee.judge(dpo_on(dataclasses.replace(w, train_data=data),
                                       dpo_config(w, HACK_BETA, epochs=short(EPOCHS)))[0], HACK_BETA)["rm"]
-        matched = frontier_gold(frontier, dpo["kl"], sft_gold)
-        out.update({f"dpo_gold_{name}": dpo["gold"], f"dpo_kl_{name}": dpo["kl"], f"ppo_gold_at_kl_{name}": matched,
-                    f"dpo_off_frontier_{name}": abs(dpo["gold"] - matched)})
+           for name, data in (("labeler", w.train_data), ("shuffled", shuffled(w.train_data, seed)))}
+    sweep = spanning_sweep(seed, [d["kl"] for d in dpo.values()])
+    frontier = [(f["kl"], f["gold"]) for f in sweep.values()]
+    out.update(ppo_gold_005=sweep[HACK_BETA]["gold"], ppo_kl_005=sweep[HACK_BETA]["kl"])
+    for name, d in dpo.items():
+        matched = frontier_gold(frontier, d["kl"], sft_gold)
+        out.update({f"dpo_gold_{name}": d["gold"], f"dpo_kl_{name}": d["kl"], f"ppo_gold_at_kl_{name}": matched,
+                    f"dpo_off_frontier_{name}": abs(d["gold"] - matched)})
         out["inputs"][f"dpo_off_frontier_{name}"] = {"rankings": name}
     out["dpo_above_ppo_same_beta"] = out["dpo_gold_labeler"] - sweep[HACK_BETA]["gold"]
     out.update({f"ppo_{k}_{beta:g}": f[k] for beta, f in sweep.items() for k in ("gold", "kl")})

@@ -211,11 +211,22 @@ def test_dpo_is_compared_with_ppo_at_matched_kl():
     assert science_beyond.frontier_gold(points, 0.5) == pytest.approx(0.80)
     t = (math.log(0.7) - math.log(0.5)) / (math.log(1.0) - math.log(0.5))
     assert science_beyond.frontier_gold(points, 0.7) == pytest.approx(0.80 + t * (0.70 - 0.80))
-    assert math.isnan(science_beyond.frontier_gold(points, 0.1)), "no extrapolation beyond the sweep"
+    with pytest.raises(ValueError, match="KL 0.1000 is outside"):               # no extrapolation, no NaN
+        science_beyond.frontier_gold(points, 0.1)
     assert science_beyond.frontier_gold(points, 0.1, sft_gold=0.5) == pytest.approx(0.5 + 0.5 * 0.36)
-    assert math.isnan(science_beyond.frontier_gold(points, 20.0, sft_gold=0.5))
+    with pytest.raises(ValueError, match="KL 20.0000 is outside PPO's frontier, KL 0.0000 to 10.0000"):
+        science_beyond.frontier_gold(points, 20.0, sft_gold=0.5)
     c, = [c for c in criteria_of("beyond.dpo") if c.name == "on_frontier"]
     assert c.key == "dpo_off_frontier_labeler" and [k for _, k in c.controls] == ["dpo_off_frontier_shuffled"]
+
+
+def test_the_sweep_spans_every_kl_it_is_read_at(monkeypatch):
+    """A reading past the sweep's largest KL adds smaller betas (WIDER, in turn) until the sweep reaches it."""
+    kl_at = lambda beta: 0.04 / beta                                            # noqa: E731  smaller beta, larger KL
+    monkeypatch.setattr(science_beyond, "ppo_figures", lambda seed, beta: {"kl": kl_at(beta), "gold": 0.0})
+    assert list(science_beyond.spanning_sweep(0, [0.5, kl_at(0.05)])) == list(science_beyond.SWEEP)
+    assert list(science_beyond.spanning_sweep(0, [0.5, kl_at(0.05) * 1.01])) == [*science_beyond.SWEEP, 0.03]
+    assert list(science_beyond.spanning_sweep(0, [kl_at(0.025)])) == [*science_beyond.SWEEP, 0.03, 0.02]
 
 
 def test_grpo_cells_differ_in_one_factor_each():
