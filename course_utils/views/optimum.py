@@ -71,13 +71,13 @@ def compare_sweep(sweep, sft_model, rm, rm_offset, tree=None):
     tree = tree or ResponseTree.build()
     ref = reference_logprobs(tree, sft_model)
     rewards = rm_rewards(tree, rm, rm_offset)
+    sft = policy_stats(tree, ref, ref, rewards, 1.0)             # the reference: one pass, then at each beta
     rows = []
     for beta in sorted(sweep):
         b = beta if beta > 0 else BETA_ZERO
         opt = exact_optimum(tree, ref, rewards, b)
         ppo = policy_stats(tree, tree.logprobs(_policy(sweep[beta])), ref, rewards, b, optimum=opt)
-        rows.append({"beta": beta, "beta_used": b, "ppo": ppo, "opt": opt.stats,
-                     "sft": policy_stats(tree, ref, ref, rewards, b)})
+        rows.append({"beta": beta, "beta_used": b, "ppo": ppo, "opt": opt.stats, "sft": sft.at_beta(b)})
     return rows
 
 
@@ -96,7 +96,8 @@ def plot_sweep(rows):
 
     Returns a matplotlib Figure; ``display(fig)`` shows it in a notebook.
     """
-    fig = PngFigure(figsize=(13, 3.8), layout="constrained")
+    fig = PngFigure(figsize=(13, 3.8), dpi=80)
+    fig.subplots_adjust(left=0.04, right=0.99, bottom=0.2, top=0.92, wspace=0.17)   # fixed: a layout engine costs 0.3 s
     axes = fig.subplots(1, 3)
     x = np.arange(len(rows))
     labels = [f"{r['beta']:g}" if r["beta"] > 0 else f"0\n(at {BETA_ZERO:g})" for r in rows]
