@@ -280,3 +280,23 @@ def test_sweep_comparison(setup, sft, rm, capsys):
     print_sweep(rows)
     assert "KL(PPO||pi*)" in capsys.readouterr().out
     assert len(plot_sweep(rows).axes) == 3
+
+
+def test_stats_moved_to_another_beta_equal_stats_computed_there(setup, sft):
+    """Stats.at_beta (compare_sweep's one pass over the SFT model) gives, bit for bit, the Stats that
+    policy_stats computes at that beta; a Stats with KL(pi || pi*) refuses to move."""
+    tree, ref, rewards = setup
+    torch.manual_seed(5)
+    for logp in (ref, tree.logprobs(perturbed(sft, 0.05, 4))):
+        base = policy_stats(tree, logp, ref, rewards, 1.0)
+        for beta in (1e-3, 0.1, 0.2):
+            moved, there = base.at_beta(beta), policy_stats(tree, logp, ref, rewards, beta)
+            assert moved.beta == beta and moved.per_prompt.keys() == there.per_prompt.keys()
+            for key, value in vars(there).items():
+                if key != "per_prompt":
+                    assert getattr(moved, key) == value, (beta, key)
+            for key, value in there.per_prompt.items():
+                assert torch.equal(moved.per_prompt[key], value), (beta, key)
+    opt = exact_optimum(tree, ref, rewards, 0.1)
+    with pytest.raises(ValueError):
+        policy_stats(tree, ref, ref, rewards, 0.1, optimum=opt).at_beta(0.2)
