@@ -25,7 +25,7 @@ is E[r] + rm_offset. A new beta re-runs only the backward pass (tens of ms), or 
 softmax over reward levels (a few ms).
 """
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 import math
 
 import torch
@@ -57,14 +57,6 @@ class Stats:
     digits: float
     kl_to_opt: float = None
     per_prompt: dict = field(default_factory=dict, repr=False)
-
-    def at_beta(self, beta):
-        """The same policy's Stats at another beta: of them only J = E[r] - beta KL depends on beta (and
-        KL(pi || pi*), through pi*: a Stats that has it cannot move)."""
-        if self.kl_to_opt is not None:
-            raise ValueError("kl_to_opt is KL(pi || pi*) at this beta's optimum: solve the optimum at the other beta")
-        pp = dict(self.per_prompt, objective=self.per_prompt["reward"] - beta * self.per_prompt["kl"])
-        return replace(self, beta=beta, objective=float(pp["objective"].mean()), per_prompt=pp)
 
 
 @dataclass

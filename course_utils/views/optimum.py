@@ -9,6 +9,7 @@ Everything is exact: each policy is enumerated over every response (course_utils
 the optimum solved on that tree (course_utils.tree_optimum), no sampling. The views follow the protocol of ``views.base`` and take a ``runs.RunCache``.
 """
 
+import dataclasses
 import math
 import weakref
 
@@ -53,6 +54,16 @@ def rm_rewards(tree, rm, rm_offset):
     return _once_per_tree(tree, rm, tree.rm_rewards, float(rm_offset))
 
 
+def stats_at_beta(stats, beta):
+    """A policy's ``tree_optimum.Stats`` (without kl_to_opt) at another beta: of them only J = E[r] - beta KL
+    depends on beta, so one pass over the SFT model serves every beta of a sweep. The same numbers, bit
+    for bit, as ``policy_stats`` at that beta."""
+    if stats.kl_to_opt is not None:
+        raise ValueError("kl_to_opt is KL(pi || pi*) at this beta's optimum: solve the optimum at the other beta")
+    pp = dict(stats.per_prompt, objective=stats.per_prompt["reward"] - beta * stats.per_prompt["kl"])
+    return dataclasses.replace(stats, beta=beta, objective=float(pp["objective"].mean()), per_prompt=pp)
+
+
 def _policy(entry):
     """A sweep entry may be the policy, or a (policy, history) pair as train_rlhf returns it."""
     return entry[0] if isinstance(entry, (tuple, list)) else entry
@@ -77,7 +88,7 @@ def compare_sweep(sweep, sft_model, rm, rm_offset, tree=None):
         b = beta if beta > 0 else BETA_ZERO
         opt = exact_optimum(tree, ref, rewards, b)
         ppo = policy_stats(tree, tree.logprobs(_policy(sweep[beta])), ref, rewards, b, optimum=opt)
-        rows.append({"beta": beta, "beta_used": b, "ppo": ppo, "opt": opt.stats, "sft": sft.at_beta(b)})
+        rows.append({"beta": beta, "beta_used": b, "ppo": ppo, "opt": opt.stats, "sft": stats_at_beta(sft, b)})
     return rows
 
 
@@ -275,5 +286,5 @@ class OptimumSlider(View):
         self.widget = show_slider(self, slider, "beta")
 
 
-__all__ = ["compare_sweep", "print_sweep", "plot_sweep", "OptimumComparison", "OptimumSlider", "BETA_ZERO",
+__all__ = ["compare_sweep", "stats_at_beta", "print_sweep", "plot_sweep", "OptimumComparison", "OptimumSlider", "BETA_ZERO",
            "reference_logprobs", "rm_rewards"]
