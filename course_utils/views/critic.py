@@ -24,7 +24,7 @@ from course_utils.critic_fit import FIT_ITERS, fit_critic
 from course_utils.policy_evaluation import at_tokens, policy_values, token_states
 from course_utils.response_tree import ALL_PROMPTS, ResponseTree
 from course_utils.reward_model import digit_counts
-from course_utils.tinylm import MAX_NEW, sample, sequence_logprobs
+from course_utils.tinylm import MAX_NEW, sample
 from course_utils.tree_optimum import soft_values
 from course_utils.views.base import MARKERS, FastFigure, PngFigure, View, few_ticks, palette, series, show_slider
 
@@ -55,11 +55,12 @@ class CriticView(View):
 
         prompts = random.Random(self.seed + 1).choices(PROMPTS, k=self.n_eval)
         out = sample(policy, prompts, generator=torch.Generator().manual_seed(self.seed + 1))
-        rows = torch.tensor([tree.prompts.index(p) for p in prompts])
+        self.rollouts, rows = out, torch.tensor([tree.prompts.index(p) for p in prompts])
         state, action = token_states(out, rows)
         self.mask = mask = out["mask"]
+        # the tokens' log-probs under the policy and the SFT model, read off the tree's (no model pass)
+        old_logp, sft_logp = ((at_tokens(lp, rows, state, action) * mask).float() for lp in (logp, ref_logp))
         with torch.no_grad():
-            old_logp, sft_logp = sequence_logprobs(policy, out), sequence_logprobs(sft, out)
             score = rm(digit_counts(out)) - rm_offset
             self.rewards = kl_penalized_rewards(old_logp, sft_logp, score, mask, beta).double()
             self.critic_values = self.critic(out).double() * mask
