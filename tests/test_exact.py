@@ -12,7 +12,7 @@ from course_utils.response_tree import (ACTIONS, ALL_PROMPTS, TERMINAL, Response
                                         response_probs)
 from course_utils.tree_optimum import TiltedOptimum, exact_optimum, policy_stats
 from course_utils.runs import RunCache
-from course_utils.views.optimum import OptimumSlider, compare_sweep, plot_sweep, print_sweep
+from course_utils.views.optimum import OptimumSlider, compare_sweep, plot_sweep, print_sweep, stats_at_beta
 from course_utils.prefs import DigitRM, digit_counts, gold_score
 from course_utils.tinylm import BOS, EOS, PAD, TinyLM, encode_prompts, load_sft, sample, sequence_logprobs
 
@@ -280,3 +280,23 @@ def test_sweep_comparison(setup, sft, rm, capsys):
     print_sweep(rows)
     assert "KL(PPO||pi*)" in capsys.readouterr().out
     assert len(plot_sweep(rows).axes) == 3
+
+
+def test_stats_moved_to_another_beta_equal_stats_computed_there(setup, sft):
+    """stats_at_beta (compare_sweep's one pass over the SFT model) gives, bit for bit, the Stats that
+    policy_stats computes at that beta; a Stats with KL(pi || pi*) refuses to move."""
+    tree, ref, rewards = setup
+    torch.manual_seed(5)
+    for logp in (ref, tree.logprobs(perturbed(sft, 0.05, 4))):
+        base = policy_stats(tree, logp, ref, rewards, 1.0)
+        for beta in (1e-3, 0.1, 0.2):
+            moved, there = stats_at_beta(base, beta), policy_stats(tree, logp, ref, rewards, beta)
+            assert moved.beta == beta and moved.per_prompt.keys() == there.per_prompt.keys()
+            for key, value in vars(there).items():
+                if key != "per_prompt":
+                    assert getattr(moved, key) == value, (beta, key)
+            for key, value in there.per_prompt.items():
+                assert torch.equal(moved.per_prompt[key], value), (beta, key)
+    opt = exact_optimum(tree, ref, rewards, 0.1)
+    with pytest.raises(ValueError):
+        stats_at_beta(policy_stats(tree, ref, ref, rewards, 0.1, optimum=opt), 0.2)

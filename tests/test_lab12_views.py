@@ -451,6 +451,39 @@ def test_critic_view_looks_up_the_exact_values_of_each_token(critic_view):
     assert (v.exact_values[:, 0][m[:, 0]] != 0).any()
 
 
+def test_critic_view_rewards_use_the_rollouts_log_probs(lab12):
+    """The view reads its rollouts' log-probs off the tree: the rewards are those of the policy's and
+    the SFT model's own sequence_logprobs (a policy that is not its reference, so the KL term counts)."""
+    from course_utils.reward_model import digit_counts
+    from course_utils.tinylm import sequence_logprobs
+
+    runs = cache_of(lambda cfg: fake_history())
+    policy = _perturbed(runs.sft)
+    runs.use(lambda sft, rm, rm_offset, cfg: (policy, fake_history()))
+    cfg = lab12["RLHFConfig"]()
+    v = views.CriticView(runs, cfg, lab12["kl_penalized_rewards"], lab12["gae_per_token"], lab12["ppo_rlhf_loss"],
+                         fit_iters=1, n_eval=200).prepare()
+    out, mask = v.rollouts, v.mask
+    with torch.no_grad():
+        score = runs.rm(digit_counts(out)) - runs.rm_offset
+        logp, ref_logp = sequence_logprobs(policy, out), sequence_logprobs(runs.sft, out)
+        want = lab12["kl_penalized_rewards"](logp, ref_logp, score, mask, cfg.beta)
+    assert (logp - ref_logp).abs().max() > 0.01
+    assert torch.allclose(v.rewards.float(), want, atol=1e-5)
+
+
+def test_critic_fit_is_deterministic(lab12):
+    """Two fits of the same seed give bit-identical critics (one flat parameter, rollouts drawn at once)."""
+    from course_utils.critic_fit import fit_critic
+
+    runs = cache_of(lambda cfg: fake_history())
+    fns = lab12["kl_penalized_rewards"], lab12["gae_per_token"], lab12["ppo_rlhf_loss"]
+    fit = lambda: fit_critic(_perturbed(runs.sft), runs.sft, runs.rm, runs.rm_offset, lab12["RLHFConfig"](), *fns, 2)
+    first, second = fit(), fit()
+    assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), second.state_dict().values()))
+    assert not torch.equal(first.head.weight, torch.zeros_like(first.head.weight))      # it did train
+
+
 def test_critic_view_draws_fast(critic_view):
     assert critic_view.update(0.5).startswith(PNG)
     assert "lambda = 0.5" in critic_view.caption()

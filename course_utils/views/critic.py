@@ -24,13 +24,15 @@ from course_utils.critic_fit import FIT_ITERS, fit_critic
 from course_utils.policy_evaluation import at_tokens, policy_values, token_states
 from course_utils.response_tree import ALL_PROMPTS, ResponseTree
 from course_utils.reward_model import digit_counts
-from course_utils.tinylm import MAX_NEW, sample, sequence_logprobs
+from course_utils.tinylm import MAX_NEW, sample
 from course_utils.tree_optimum import soft_values
 from course_utils.views.base import MARKERS, FastFigure, PngFigure, View, few_ticks, palette, series, show_slider
 
 LAMBDAS = tuple(round(0.05 * i, 2) for i in range(21))        # the slider: 0, 0.05, ..., 1
 N_EVAL = 1000           # rollouts of the trained policy the comparison is made on
 PROMPTS = ALL_PROMPTS[::5]      # their prompts: 20 of the 100 ("0+0=", "0+5=", "1+0=", ...), a tree each
+TREE_CHUNK = 5          # prompts per batched pass over the tree: a depth-3 pass of 5 stays in cache (the same
+                        # log-probs, bit for bit, as 10 at a time, in three quarters of the time)
 
 
 class CriticView(View):
@@ -48,18 +50,19 @@ class CriticView(View):
         policy, sft, beta = self.runs.run(self.cfg)[0], self.runs.sft, self.cfg.beta
         kl_penalized_rewards, gae_per_token, _ = self.fns
         self.critic = fit_critic(policy, sft, rm, rm_offset, self.cfg, *self.fns, self.fit_iters, self.seed)
-        tree = ResponseTree.build(PROMPTS)
+        tree = ResponseTree(PROMPTS, chunk=TREE_CHUNK)
         logp, ref_logp, tree_rewards = tree.logprobs(policy), tree.logprobs(sft), tree.rm_rewards(rm, rm_offset)
         values, q = policy_values(logp, ref_logp, tree_rewards, beta)
         self.optimum_check = self._optimum_check(ref_logp, tree_rewards, beta)
 
         prompts = random.Random(self.seed + 1).choices(PROMPTS, k=self.n_eval)
         out = sample(policy, prompts, generator=torch.Generator().manual_seed(self.seed + 1))
-        rows = torch.tensor([tree.prompts.index(p) for p in prompts])
+        self.rollouts, rows = out, torch.tensor([tree.prompts.index(p) for p in prompts])
         state, action = token_states(out, rows)
         self.mask = mask = out["mask"]
+        # the tokens' log-probs under the policy and the SFT model, read off the tree's (no model pass)
+        old_logp, sft_logp = ((at_tokens(lp, rows, state, action) * mask).float() for lp in (logp, ref_logp))
         with torch.no_grad():
-            old_logp, sft_logp = sequence_logprobs(policy, out), sequence_logprobs(sft, out)
             score = rm(digit_counts(out)) - rm_offset
             self.rewards = kl_penalized_rewards(old_logp, sft_logp, score, mask, beta).double()
             self.critic_values = self.critic(out).double() * mask
