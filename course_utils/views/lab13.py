@@ -220,12 +220,12 @@ class DPOEpochs(_FigureView):
         r = self.referee
         self.rows = []
         for e in [{"policy": r.sft}] + self.epochs:
-            f = r.judge(e["policy"], self.beta)
+            logp = r.logp(e["policy"])                       # once per epoch: judged, then its implicit reward
+            f = r.judge(logp, self.beta)
             row = {"gold": f["rm"]["gold"], "kl": f["rm"]["kl"], "kl_to_rm": f["rm"]["kl_to_opt"],
                    "kl_to_gold": f["gold"]["kl_to_opt"], "train_acc": e.get("train_acc"), "held_acc": e.get("held_acc")}
             if self.dpo_loss is not None:
-                row["noise_free"] = gold_order_accuracy(r, implicit_reward(self.dpo_loss, r.logp(e["policy"]), r.ref,
-                                                                           self.beta))
+                row["noise_free"] = gold_order_accuracy(r, implicit_reward(self.dpo_loss, logp, r.ref, self.beta))
             self.rows.append(row)
 
     def figure(self):
@@ -342,18 +342,30 @@ class LengthBias(View):
         print(self.table())
 
 
-def no_signal(referee, policy, ks):
+def reward_levels(rewards):
+    """(levels (G,), which (P, N) long) of tree tensors of rewards: their distinct values, and each complete
+    response's among them, as ``torch.unique(complete_only(rewards), return_inverse=True)``; rewards that
+    are the same for every prompt (the reward model's) are sorted once, not P times."""
+    if all(torch.equal(r, r[:1].expand_as(r)) for r in rewards):
+        levels, which = torch.unique(complete_only([r[:1] for r in rewards]), return_inverse=True)
+        return levels, which.expand(rewards[0].shape[0], -1)
+    return torch.unique(complete_only(rewards), return_inverse=True)
+
+
+def no_signal(referee, policy, ks, chunk=10):
     """Exact P(all k responses to a prompt get the same score) (a GRPO group with no advantage) for each k,
     averaged over the prompts, scored by the reward model and by the labeler's gold score:
-    {"rm": [...], "gold": [...]}."""
-    probs = complete_only(response_probs(referee.logp(policy)))                            # (P, N)
-    out = {}
-    for name in ("rm", "gold"):
-        r = complete_only(referee.rewards[name])                                           # (P, N)
-        levels, which = torch.unique(r, return_inverse=True)
-        mass = probs.new_zeros(probs.shape[0], len(levels)).scatter_add_(1, which, probs)  # (P, G)
-        out[name] = [float((mass ** k).sum(1).mean()) for k in ks]
-    return out
+    {"rm": [...], "gold": [...]}. ``chunk`` prompts at a time: no (P, N) temporaries."""
+    logp = referee.logp(policy)
+    groups = {name: reward_levels(referee.rewards[name]) for name in ("rm", "gold")}
+    P = logp[0].shape[0]
+    mass = {name: logp[0].new_zeros(P, len(levels)) for name, (levels, _) in groups.items()}          # (P, G)
+    for start in range(0, P, chunk):
+        rows = slice(start, start + chunk)
+        probs = complete_only(response_probs([lp[rows] for lp in logp]))                 # (c, N)
+        for name, (_, which) in groups.items():
+            mass[name][rows].scatter_add_(1, which[rows], probs)
+    return {name: [float((m ** k).sum(1).mean()) for k in ks] for name, m in mass.items()}
 
 
 def plot_group_signal(referee, policies, ks=(2, 3, 4, 6, 8, 12, 16)):
@@ -503,4 +515,4 @@ class BetaSlider(View):
 
 
 __all__ = ["CURVE_BETAS", "ppo_reference", "plot_frontier", "Frontier", "implicit_reward", "gold_order_accuracy",
-           "DPOEpochs", "GRPOGrid", "LengthBias", "no_signal", "plot_group_signal", "GroupSignal", "BetaSlider"]
+           "DPOEpochs", "GRPOGrid", "LengthBias", "reward_levels", "no_signal", "plot_group_signal", "GroupSignal", "BetaSlider"]
