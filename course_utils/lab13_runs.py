@@ -43,12 +43,14 @@ class Lab13Referee(Referee):
 
     def judge(self, policy, beta):
         if isinstance(policy, list):
-            figures = self._judge(policy, beta)
-        else:
-            key = (id(policy), beta)
-            if key not in self._figures:                   # the policy kept: its id stays its own
-                self._figures[key] = (policy, self._judge(self.logp(policy), beta))
-            figures = self._figures[key][1]
+            return self._judged_afresh(policy, beta)
+        key = (id(policy), beta)
+        if key not in self._figures:                       # the policy kept: its id stays its own
+            self._figures[key] = (policy, self._judged_afresh(self.logp(policy), beta))
+        return self._figures[key][1]
+
+    def _judged_afresh(self, logp, beta):
+        figures = self._judge(logp, beta)
         release_freed_memory()
         return figures
 
