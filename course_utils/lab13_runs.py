@@ -90,6 +90,7 @@ class Lab13Runs:
     def referee(self):
         if self._referee is None:
             self._referee = Lab13Referee(self.world.sft, self.world.rm, self.world.rm_offset)
+            release_freed_memory()                    # the temporaries of the tree's features and rewards
         return self._referee
 
     @staticmethod

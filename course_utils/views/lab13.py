@@ -165,13 +165,13 @@ def gold_order_accuracy(referee, scores, chunk=10):
     """Exact P(scores(y) > scores(y') | gold(y) > gold(y')) for y, y' drawn from the SFT model for the same
     prompt (a tie counts 1/2), over every prompt: the accuracy a noise-free labeler's held-out pairs would
     measure with infinitely many of them. scores: (P, N)."""
-    w = complete_only(response_probs(referee.ref))                                   # (P, N) pi_ref(y)
     hits = total = 0.0
-    for start in range(0, w.shape[0], chunk):
+    for start in range(0, scores.shape[0], chunk):
         rows = slice(start, start + chunk)
+        w = complete_only(response_probs([lp[rows] for lp in referee.ref]))           # (c, N) pi_ref(y)
         gold = complete_only(referee.tree.features_of(rows))[..., 0]                  # (c, N)
         for p in range(gold.shape[0]):
-            s, g, m = scores[rows][p], gold[p], w[rows][p]
+            s, g, m = scores[rows][p], gold[p], w[p]
             order = torch.argsort(s)
             s, g, m = s[order], g[order], m[order]
             for hi, lo in ((1.0, 0.0), (1.0, -1.0), (0.0, -1.0)):
@@ -342,14 +342,12 @@ class LengthBias(View):
         print(self.table())
 
 
-def reward_levels(rewards):
-    """(levels (G,), which (P, N) long) of tree tensors of rewards: their distinct values, and each complete
-    response's among them, as ``torch.unique(complete_only(rewards), return_inverse=True)``; rewards that
-    are the same for every prompt (the reward model's) are sorted once, not P times."""
-    if all(torch.equal(r, r[:1].expand_as(r)) for r in rewards):
-        levels, which = torch.unique(complete_only([r[:1] for r in rewards]), return_inverse=True)
-        return levels, which.expand(rewards[0].shape[0], -1)
-    return torch.unique(complete_only(rewards), return_inverse=True)
+def reward_levels(rewards, chunk=10):
+    """The distinct rewards of the complete responses, sorted: (G,), as ``torch.unique(complete_only(rewards))``,
+    from ``chunk`` prompts at a time. rewards: tree tensors (P, S_d, 13)."""
+    P = rewards[0].shape[0]
+    return torch.unique(torch.cat([torch.unique(complete_only([r[start:start + chunk] for r in rewards]))
+                                   for start in range(0, P, chunk)]))
 
 
 def no_signal(referee, policy, ks, chunk=10):
@@ -357,14 +355,16 @@ def no_signal(referee, policy, ks, chunk=10):
     averaged over the prompts, scored by the reward model and by the labeler's gold score:
     {"rm": [...], "gold": [...]}. ``chunk`` prompts at a time: no (P, N) temporaries."""
     logp = referee.logp(policy)
-    groups = {name: reward_levels(referee.rewards[name]) for name in ("rm", "gold")}
+    rewards = {name: referee.rewards[name] for name in ("rm", "gold")}
+    levels = {name: reward_levels(r, chunk) for name, r in rewards.items()}                 # (G,) each
     P = logp[0].shape[0]
-    mass = {name: logp[0].new_zeros(P, len(levels)) for name, (levels, _) in groups.items()}          # (P, G)
+    mass = {name: logp[0].new_zeros(P, len(lv)) for name, lv in levels.items()}            # (P, G): pi(level)
     for start in range(0, P, chunk):
         rows = slice(start, start + chunk)
-        probs = complete_only(response_probs([lp[rows] for lp in logp]))                 # (c, N)
-        for name, (_, which) in groups.items():
-            mass[name][rows].scatter_add_(1, which[rows], probs)
+        probs = complete_only(response_probs([lp[rows] for lp in logp]))                   # (c, N)
+        for name, r in rewards.items():
+            which = torch.searchsorted(levels[name], complete_only([t[rows] for t in r]))   # (c, N) each one's level
+            mass[name][rows].scatter_add_(1, which, probs)
     return {name: [float((m ** k).sum(1).mean()) for k in ks] for name, m in mass.items()}
 
 
