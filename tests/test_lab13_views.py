@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_utils.lab13_runs import Lab13Runs
+from course_utils.lab13_runs import Lab13Referee, Lab13Runs
 from course_utils.referee import Referee
 from course_utils.tinylm import TOKENS, TinyLM, load_sft
 from course_utils.views import lab13 as V
@@ -90,6 +90,45 @@ def test_a_group_of_one_always_carries_no_signal(referee, moved):
     zero = V.no_signal(referee, moved[0], [1, 2, 4])
     for name in ("rm", "gold"):
         assert zero[name][0] == pytest.approx(1.0) and zero[name][0] > zero[name][1] > zero[name][2]
+
+
+def _tensor_bytes(obj, seen=None):
+    """Bytes of the tensors reachable from obj through dicts, lists, tuples and attributes (each storage once)."""
+    seen = set() if seen is None else seen
+    if isinstance(obj, torch.Tensor):
+        key = obj.untyped_storage().data_ptr()
+        return 0 if key in seen or seen.add(key) else obj.untyped_storage().nbytes()
+    if isinstance(obj, torch.nn.Module) or id(obj) in seen:
+        return 0
+    seen.add(id(obj))
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v, seen) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensor_bytes(v, seen) for v in obj)
+    return _tensor_bytes(vars(obj), seen) if hasattr(obj, "__dict__") else 0
+
+
+def test_lab13_referee_judges_as_the_referee_does_and_keeps_no_log_probs(referee, moved):
+    lean = Lab13Referee(referee.sft, _counting_rm(), 2.0, tree=referee.tree)
+    for beta in (0.1, 0.2):                                     # both optima at both betas solved and kept
+        lean.judge(lean.sft, beta)
+    held = _tensor_bytes(lean)
+    for policy in moved:
+        assert lean.judge(policy, 0.1) == referee.judge(policy, 0.1)      # the same figures, bit for bit
+        assert lean.judge(policy, 0.1) is lean.judge(policy, 0.1)         # judged once
+        assert torch.equal(V.complete_only(lean.logp(policy)), V.complete_only(referee.logp(policy)))
+    assert _tensor_bytes(lean) - held < 2**20, "a judged policy's tree tensors (20 MB) are kept"
+
+
+def test_no_signal_a_chunk_of_prompts_at_a_time_is_the_whole_at_once(referee, moved):
+    ks = [2, 3, 4, 8]
+    probs = V.complete_only(V.response_probs(referee.logp(moved[1])))                 # (P, N), all prompts
+    for name in ("rm", "gold"):
+        levels, which = torch.unique(V.complete_only(referee.rewards[name]), return_inverse=True)
+        mass = probs.new_zeros(probs.shape[0], len(levels)).scatter_add_(1, which, probs)
+        whole = [float((mass ** k).sum(1).mean()) for k in ks]
+        for chunk in (7, 100):
+            assert V.no_signal(referee, moved[1], ks, chunk=chunk)[name] == whole, (name, chunk)
 
 
 def _png(fig):

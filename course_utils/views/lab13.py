@@ -165,13 +165,13 @@ def gold_order_accuracy(referee, scores, chunk=10):
     """Exact P(scores(y) > scores(y') | gold(y) > gold(y')) for y, y' drawn from the SFT model for the same
     prompt (a tie counts 1/2), over every prompt: the accuracy a noise-free labeler's held-out pairs would
     measure with infinitely many of them. scores: (P, N)."""
-    w = complete_only(response_probs(referee.ref))                                   # (P, N) pi_ref(y)
     hits = total = 0.0
-    for start in range(0, w.shape[0], chunk):
+    for start in range(0, scores.shape[0], chunk):
         rows = slice(start, start + chunk)
+        w = complete_only(response_probs([lp[rows] for lp in referee.ref]))           # (c, N) pi_ref(y)
         gold = complete_only(referee.tree.features_of(rows))[..., 0]                  # (c, N)
         for p in range(gold.shape[0]):
-            s, g, m = scores[rows][p], gold[p], w[rows][p]
+            s, g, m = scores[rows][p], gold[p], w[p]
             order = torch.argsort(s)
             s, g, m = s[order], g[order], m[order]
             for hi, lo in ((1.0, 0.0), (1.0, -1.0), (0.0, -1.0)):
@@ -220,12 +220,12 @@ class DPOEpochs(_FigureView):
         r = self.referee
         self.rows = []
         for e in [{"policy": r.sft}] + self.epochs:
-            f = r.judge(e["policy"], self.beta)
+            logp = r.logp(e["policy"])                       # once per epoch: judged, then its implicit reward
+            f = r.judge(logp, self.beta)
             row = {"gold": f["rm"]["gold"], "kl": f["rm"]["kl"], "kl_to_rm": f["rm"]["kl_to_opt"],
                    "kl_to_gold": f["gold"]["kl_to_opt"], "train_acc": e.get("train_acc"), "held_acc": e.get("held_acc")}
             if self.dpo_loss is not None:
-                row["noise_free"] = gold_order_accuracy(r, implicit_reward(self.dpo_loss, r.logp(e["policy"]), r.ref,
-                                                                           self.beta))
+                row["noise_free"] = gold_order_accuracy(r, implicit_reward(self.dpo_loss, logp, r.ref, self.beta))
             self.rows.append(row)
 
     def figure(self):
@@ -342,18 +342,30 @@ class LengthBias(View):
         print(self.table())
 
 
-def no_signal(referee, policy, ks):
+def reward_levels(rewards, chunk=10):
+    """The distinct rewards of the complete responses, sorted: (G,), as ``torch.unique(complete_only(rewards))``,
+    from ``chunk`` prompts at a time. rewards: tree tensors (P, S_d, 13)."""
+    P = rewards[0].shape[0]
+    return torch.unique(torch.cat([torch.unique(complete_only([r[start:start + chunk] for r in rewards]))
+                                   for start in range(0, P, chunk)]))
+
+
+def no_signal(referee, policy, ks, chunk=10):
     """Exact P(all k responses to a prompt get the same score) (a GRPO group with no advantage) for each k,
     averaged over the prompts, scored by the reward model and by the labeler's gold score:
-    {"rm": [...], "gold": [...]}."""
-    probs = complete_only(response_probs(referee.logp(policy)))                            # (P, N)
-    out = {}
-    for name in ("rm", "gold"):
-        r = complete_only(referee.rewards[name])                                           # (P, N)
-        levels, which = torch.unique(r, return_inverse=True)
-        mass = probs.new_zeros(probs.shape[0], len(levels)).scatter_add_(1, which, probs)  # (P, G)
-        out[name] = [float((mass ** k).sum(1).mean()) for k in ks]
-    return out
+    {"rm": [...], "gold": [...]}. ``chunk`` prompts at a time: no (P, N) temporaries."""
+    logp = referee.logp(policy)
+    rewards = {name: referee.rewards[name] for name in ("rm", "gold")}
+    levels = {name: reward_levels(r, chunk) for name, r in rewards.items()}                 # (G,) each
+    P = logp[0].shape[0]
+    mass = {name: logp[0].new_zeros(P, len(lv)) for name, lv in levels.items()}            # (P, G): pi(level)
+    for start in range(0, P, chunk):
+        rows = slice(start, start + chunk)
+        probs = complete_only(response_probs([lp[rows] for lp in logp]))                   # (c, N)
+        for name, r in rewards.items():
+            which = torch.searchsorted(levels[name], complete_only([t[rows] for t in r]))   # (c, N) each one's level
+            mass[name][rows].scatter_add_(1, which, probs)
+    return {name: [float((m ** k).sum(1).mean()) for k in ks] for name, m in mass.items()}
 
 
 def plot_group_signal(referee, policies, ks=(2, 3, 4, 6, 8, 12, 16)):
@@ -503,4 +515,4 @@ class BetaSlider(View):
 
 
 __all__ = ["CURVE_BETAS", "ppo_reference", "plot_frontier", "Frontier", "implicit_reward", "gold_order_accuracy",
-           "DPOEpochs", "GRPOGrid", "LengthBias", "no_signal", "plot_group_signal", "GroupSignal", "BetaSlider"]
+           "DPOEpochs", "GRPOGrid", "LengthBias", "reward_levels", "no_signal", "plot_group_signal", "GroupSignal", "BetaSlider"]
