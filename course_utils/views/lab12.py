@@ -138,6 +138,8 @@ def plot_rm_fit(acc, ceiling, agreement, weights):
     a3.axhline(0, color="black", lw=0.8)
     a3.set_xlabel("digit")
     a3.set_title("RM weight per occurrence of each digit", y=1.0)
+    for ax in (a1, a2, a3):
+        few_ticks(ax.yaxis)                     # fewer ticks: each one costs a share of the draw
     top, low = int(np.argmax(w)), int(np.argmin(w))
     fig.alt = (f"Three bar panels of the reward model. Held-out pairs of the noisy labeler ordered right: "
                f"coin flip 0.5, your RM {acc:.3f}, noise ceiling {ceiling:.3f}. Pairs with different gold scores "
@@ -215,6 +217,8 @@ def plot_curves(runs, title=None, target_kl=None, window=5):
         if ylim:
             ax.set_ylim(*ylim)
         ax.grid(alpha=0.3)
+        few_ticks(ax.xaxis)
+        few_ticks(ax.yaxis)                      # the KL panel's log scale below sets its own
     kl_ax = axes[METRICS.index("kl")]
     top = max(max(h["kl"]) for h in runs.values())
     if top > 5:
@@ -253,6 +257,7 @@ def plot_controller(hist, target_kl, window=5):
     for ax in (a1, a2):
         ax.set_xlabel("PPO iteration")
         ax.grid(alpha=0.3)
+        few_ticks(ax.xaxis)                     # x only: the KL's target wants its finer y ticks
     fig.alt = (f"Two panels of the adaptive KL controller over {len(x)} PPO iterations. Left: the KL to the SFT "
                f"model against its target {target_kl:g} (a band of +-30% around it); over the last third it "
                f"averages {last_third(hist, 'kl'):.2f}. Right: beta, set by the controller, from "
@@ -277,6 +282,8 @@ def plot_overoptimization(sweep, window=5):
         ax.set_title(name, y=1.0)
         ax.set_xlabel("sqrt(KL to the SFT model)")
         ax.grid(alpha=0.3)
+        few_ticks(ax.xaxis)
+        few_ticks(ax.yaxis)
     axes[0].legend(fontsize=8, loc="lower left")
     ends = "; ".join(f"{_label(b)}: sqrt(KL) {np.sqrt(max(last_third(h, 'kl'), 0.0)):.2f}, gold "
                      f"{last_third(h, 'gold'):+.2f}, RM {last_third(h, 'rm'):+.2f}" for b, h in sweep.items())
@@ -548,6 +555,7 @@ class HealthSignals(View):
             ax.set_yscale(scale)
             ax.set_title(title, fontsize=10, y=1.0)
             ax.set_xlabel("PPO iteration")
+            few_ticks(ax.xaxis)                 # x only: small KLs and clip fractions want finer y ticks
         axes[0].legend(fontsize=8)
         fig.alt = ("Three panels over PPO iterations: the clip fraction, the value loss (log scale) and the KL to "
                    "the SFT model. Over the last third of the iterations: "
