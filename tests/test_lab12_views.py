@@ -7,6 +7,7 @@ so a busy machine does not make them fail.
 """
 
 import dataclasses
+import functools
 import json
 import time
 
@@ -339,6 +340,48 @@ def test_exact_entropy_of_the_sft_model_matches_sampling():
         sampled = -(sequence_logprobs(sft, out) * out["mask"]).sum(1)
     assert exact == pytest.approx(sampled.mean().item(), abs=4 * sampled.std().item() / len(prompts) ** 0.5)
     assert 0.3 < exact < 1.5
+
+
+def test_health_signals_share_the_sft_models_pass_with_experiment_8(monkeypatch):
+    """The SFT model's log-probs on the tree come from views.optimum.reference_logprobs (Experiment 8 has
+    made them by then): HealthSignals runs the model once per run only, and its entropy is exact_entropy's."""
+    from course_utils.response_tree import ResponseTree
+    from course_utils.views.optimum import reference_logprobs
+
+    runs = cache_of(lambda cfg: fake_history())
+    tree = ResponseTree.build()
+    reference_logprobs(tree, runs.sft)                                  # what Experiment 8 leaves behind
+    expected = exact_entropy(tree, runs.sft)
+    passes, logprobs = [], ResponseTree.logprobs
+
+    @functools.wraps(logprobs)                                          # its name: the cache's key
+    def counted(self, model):
+        passes.append(model)
+        return logprobs(self, model)
+
+    monkeypatch.setattr(ResponseTree, "logprobs", counted)
+    view = views.HealthSignals(runs, {"run A": Cfg(), "run B": Cfg(beta=0.05)}).prepare()
+    assert len(passes) == 2                                             # runs A and B, not the SFT model again
+    assert view.entropy["SFT model"] == expected
+    assert view.entropy["run A"] == expected                            # the stand-in's policy: the SFT model's weights
+
+
+def test_lab12_figures_keep_their_text_inside_the_figure():
+    """The figures have fixed margins (no layout engine): every title, label, tick label and legend
+    must still lie inside the figure."""
+    h0, h1 = fake_history(drift=1.0), fake_history(drift=0.0, seed=1)
+    health = views.HealthSignals(None, {})
+    health.histories = {"run A": dict(h0, value_loss=list(np.geomspace(0.5, 0.01, 30))),
+                        "run B": dict(h1, clip_frac=list(np.linspace(0.05, 0.07, 30)), value_loss=[0.02] * 30)}
+    figs = {"rm_fit": views.plot_rm_fit(0.547, 0.552, 0.89, torch.linspace(-0.5, 0.8, 10)),
+            "curves": views.plot_curves({"beta = 0": h0, "beta = 0.1": h1}, title="t", target_kl=0.5),
+            "curves, no title": views.plot_curves({"beta = 0.1": h1}),
+            "controller": views.plot_controller(h1, target_kl=0.5),
+            "overoptimization": views.plot_overoptimization({0.0: h0, 0.1: h1}), "health": health.figure()}
+    for name, fig in figs.items():
+        fig._repr_png_()                                                # draws it, as the notebook does
+        box, (w, h) = fig.get_tightbbox(), fig.get_size_inches()
+        assert box.x0 >= 0 and box.y0 >= 0 and box.x1 <= w and box.y1 <= h, (name, box, (w, h))
 
 
 def test_plot_curves_keeps_the_title_it_is_given():

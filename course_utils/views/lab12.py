@@ -29,7 +29,7 @@ from course_utils.reference_curves import REFERENCE_PATH, load_reference_curves
 from course_utils.runtime import progress
 from course_utils.tinylm import DIGITS, TOKENS, decode_responses, make_batch, sample
 from course_utils.views.base import FastFigure, PngFigure, View, few_ticks, log_axis, palette, series, show_slider
-from course_utils.views.optimum import OptimumComparison, OptimumSlider
+from course_utils.views.optimum import OptimumComparison, OptimumSlider, reference_logprobs
 from course_utils.views.critic import CriticView
 from course_utils.views.length import LossWeights
 from course_utils.world import N_OFFSET
@@ -119,24 +119,27 @@ class RewardOffset(View):
 def plot_rm_fit(acc, ceiling, agreement, weights):
     """The reward model against its limits: held-out accuracy on the labeler's (noisy) pairs next
     to the noise ceiling, agreement with the noise-free gold order, and the learned digit weights."""
-    fig = PngFigure(figsize=(11, 3.4), layout="constrained")
-    a1, a2, a3 = fig.subplots(1, 3, width_ratios=[1.1, 0.8, 1.3])
+    fig = PngFigure(figsize=(11, 3.4))          # fixed margins: a layout engine costs a fifth of a second a figure
+    a1, a2, a3 = fig.subplots(1, 3, width_ratios=[1.1, 0.8, 1.3], gridspec_kw=dict(
+        left=0.065, right=0.99, bottom=0.13, top=0.86, wspace=0.2))
     bars = a1.bar(["coin flip", "your RM", "noise ceiling"], [0.5, acc, ceiling],
                   color=["#bbbbbb", palette()[0], "#444444"])
     a1.bar_label(bars, fmt="%.3f")
     a1.set_ylim(0.45, max(ceiling, acc) + 0.03)
-    a1.set_title("held-out pairs of the noisy labeler")
+    a1.set_title("held-out pairs of the noisy labeler", y=1.0)   # y given: no automatic placement (slow)
     a1.set_ylabel("fraction of pairs ordered right")
     bars = a2.bar(["your RM"], [agreement], color=palette()[0], width=0.5)
     a2.bar_label(bars, fmt="%.3f")
     a2.set_ylim(0.45, 1.02)
     a2.axhline(1.0, color="#444444", lw=1, ls="--")
-    a2.set_title("pairs with different gold scores,\nnoise-free order")
+    a2.set_title("pairs with different gold scores,\nnoise-free order", y=1.0)
     w = np.asarray(weights, dtype=float)
     a3.bar([TOKENS[d] for d in DIGITS], w, color=palette()[1])
     a3.axhline(0, color="black", lw=0.8)
     a3.set_xlabel("digit")
-    a3.set_title("RM weight per occurrence of each digit")
+    a3.set_title("RM weight per occurrence of each digit", y=1.0)
+    for ax in (a1, a2, a3):
+        few_ticks(ax.yaxis)                     # fewer ticks: each one costs a share of the draw
     top, low = int(np.argmax(w)), int(np.argmin(w))
     fig.alt = (f"Three bar panels of the reward model. Held-out pairs of the noisy labeler ordered right: "
                f"coin flip 0.5, your RM {acc:.3f}, noise ceiling {ceiling:.3f}. Pairs with different gold scores "
@@ -199,8 +202,9 @@ def _kl_log_scale(ax, top):
 def plot_curves(runs, title=None, target_kl=None, window=5):
     """The six panels of PPO training (METRICS): {label: history} drawn over iterations (light: raw,
     dark: a moving average of ``window`` iterations). ``target_kl`` draws the controller's target."""
-    fig = PngFigure(figsize=(12, 5.6), layout="constrained")
-    axes = fig.subplots(2, 3, sharex=True).ravel()
+    fig = PngFigure(figsize=(12, 5.6))          # fixed margins (plot_rm_fit); a title needs room at the top
+    axes = fig.subplots(2, 3, sharex=True, gridspec_kw=dict(left=0.05, right=0.99, bottom=0.085,
+                                                            top=0.9 if title else 0.95, wspace=0.2, hspace=0.2)).ravel()
     for i, (label, hist) in enumerate(runs.items()):
         style = series(i)
         x = np.arange(len(hist["rm"]))
@@ -209,10 +213,12 @@ def plot_curves(runs, title=None, target_kl=None, window=5):
             ax.plot(x, smooth(hist[key], window), lw=1.8, label=label, **style)
     for ax, key in zip(axes, METRICS):
         panel_title, ylim = PANELS[key]          # not `title`: that is the figure's own
-        ax.set_title(panel_title, fontsize=10)
+        ax.set_title(panel_title, fontsize=10, y=1.0)
         if ylim:
             ax.set_ylim(*ylim)
         ax.grid(alpha=0.3)
+        few_ticks(ax.xaxis)
+        few_ticks(ax.yaxis)                      # the KL panel's log scale below sets its own
     kl_ax = axes[METRICS.index("kl")]
     top = max(max(h["kl"]) for h in runs.values())
     if top > 5:
@@ -237,20 +243,21 @@ def plot_curves(runs, title=None, target_kl=None, window=5):
 
 def plot_controller(hist, target_kl, window=5):
     """The adaptive KL controller: KL against its target, and beta over iterations."""
-    fig = PngFigure(figsize=(10, 3.2), layout="constrained")
-    a1, a2 = fig.subplots(1, 2)
+    fig = PngFigure(figsize=(10, 3.2))          # fixed margins (plot_rm_fit)
+    a1, a2 = fig.subplots(1, 2, gridspec_kw=dict(left=0.05, right=0.99, bottom=0.15, top=0.9, wspace=0.15))
     x = np.arange(len(hist["kl"]))
     a1.plot(x, hist["kl"], color=palette()[0], alpha=0.3, lw=0.8)
     a1.plot(x, smooth(hist["kl"], window), color=palette()[0], lw=1.8, label="KL (moving average)")
     a1.axhline(target_kl, color="black", ls="--", lw=1, label=f"target {target_kl:g}")
     a1.axhspan(0.7 * target_kl, 1.3 * target_kl, color="black", alpha=0.06, label="target +- 30%")
-    a1.set_title("KL to the SFT model")
+    a1.set_title("KL to the SFT model", y=1.0)
     a1.legend(fontsize=8)
     a2.plot(x, hist["beta"], color=palette()[1], lw=1.8)
-    a2.set_title("beta, set by the controller")
+    a2.set_title("beta, set by the controller", y=1.0)
     for ax in (a1, a2):
         ax.set_xlabel("PPO iteration")
         ax.grid(alpha=0.3)
+        few_ticks(ax.xaxis)                     # x only: the KL's target wants its finer y ticks
     fig.alt = (f"Two panels of the adaptive KL controller over {len(x)} PPO iterations. Left: the KL to the SFT "
                f"model against its target {target_kl:g} (a band of +-30% around it); over the last third it "
                f"averages {last_third(hist, 'kl'):.2f}. Right: beta, set by the controller, from "
@@ -262,8 +269,8 @@ def plot_overoptimization(sweep, window=5):
     """Gold and RM score against sqrt(KL) (Gao et al. 2022), from every iteration of every run of
     the sweep {beta: history}: each dot is where one run was at one iteration (a moving average of
     ``window`` iterations), and the line joins a run's iterations in order."""
-    fig = PngFigure(figsize=(11, 3.8), layout="constrained")
-    axes = fig.subplots(1, 2, sharex=True)
+    fig = PngFigure(figsize=(11, 3.8))          # fixed margins (plot_rm_fit)
+    axes = fig.subplots(1, 2, sharex=True, gridspec_kw=dict(left=0.05, right=0.99, bottom=0.14, top=0.92, wspace=0.15))
     for i, (beta, hist) in enumerate(sweep.items()):
         style = series(i)
         x = np.sqrt(np.maximum(smooth(hist["kl"], window), 0.0))
@@ -272,9 +279,11 @@ def plot_overoptimization(sweep, window=5):
             ax.plot(x, y, color=style["color"], ls=style["ls"], lw=0.8, alpha=0.5)
             ax.scatter(x, y, s=12, color=style["color"], marker=style["marker"], alpha=0.6, label=_label(beta))
     for ax, name in zip(axes, ("gold score (what we want)", "RM score (what we optimize)")):
-        ax.set_title(name)
+        ax.set_title(name, y=1.0)
         ax.set_xlabel("sqrt(KL to the SFT model)")
         ax.grid(alpha=0.3)
+        few_ticks(ax.xaxis)
+        few_ticks(ax.yaxis)
     axes[0].legend(fontsize=8, loc="lower left")
     ends = "; ".join(f"{_label(b)}: sqrt(KL) {np.sqrt(max(last_third(h, 'kl'), 0.0)):.2f}, gold "
                      f"{last_third(h, 'gold'):+.2f}, RM {last_third(h, 'rm'):+.2f}" for b, h in sweep.items())
@@ -504,6 +513,17 @@ __all__ = ["METRICS", "PANELS", "SWEEP_BETAS", "RunCache", "progress", "smooth",
 
 
 # ----------------------------------------------------------------------------- health signals
+class _Known:
+    """A tree whose ``logprobs(model)`` are ones already computed on it, for ``exact_entropy`` (which
+    reads the tree only through them): the entropy without a second pass of the model."""
+
+    def __init__(self, logp):
+        self.logp = logp
+
+    def logprobs(self, model):
+        return self.logp
+
+
 class HealthSignals(View):
     """PPO's health signals per iteration for a few runs, {label: RLHFConfig}: the clip fraction, the
     value loss and the KL to the SFT model (as ``train_rlhf`` logs them), and the exact entropy of each
@@ -516,13 +536,14 @@ class HealthSignals(View):
         trained = dict(zip(self.configs, self.runs.run_all(list(self.configs.values()))))
         self.histories = {label: hist for label, (_, hist) in trained.items()}
         tree = ResponseTree.build()
-        self.entropy = {"SFT model": exact_entropy(tree, self.runs.sft)}
+        # the SFT model's pass on this tree is Experiment 8's (shared): only the entropy is computed here
+        self.entropy = {"SFT model": exact_entropy(_Known(reference_logprobs(tree, self.runs.sft)), self.runs.sft)}
         for label, (policy, _) in trained.items():
             self.entropy[label] = exact_entropy(tree, policy)
 
     def figure(self, window=5):
-        fig = PngFigure(figsize=(13, 3.4), dpi=72, layout="constrained")
-        axes = fig.subplots(1, 3)
+        fig = PngFigure(figsize=(13, 3.4), dpi=72)      # fixed margins (plot_rm_fit)
+        axes = fig.subplots(1, 3, gridspec_kw=dict(left=0.055, right=0.99, bottom=0.15, top=0.91, wspace=0.2))
         panels = (("clip_frac", "clip fraction per iteration", "linear"),
                   ("value_loss", "value loss per iteration (log scale)", "log"),
                   ("kl", "KL to the SFT model per iteration (nats)", "linear"))
@@ -532,8 +553,9 @@ class HealthSignals(View):
                 ax.plot(hist[key], color=style["color"], alpha=0.25, lw=1)
                 ax.plot(smooth(hist[key], window), lw=2, label=label, **style)
             ax.set_yscale(scale)
-            ax.set_title(title, fontsize=10)
+            ax.set_title(title, fontsize=10, y=1.0)
             ax.set_xlabel("PPO iteration")
+            few_ticks(ax.xaxis)                 # x only: small KLs and clip fractions want finer y ticks
         axes[0].legend(fontsize=8)
         fig.alt = ("Three panels over PPO iterations: the clip fraction, the value loss (log scale) and the KL to "
                    "the SFT model. Over the last third of the iterations: "
