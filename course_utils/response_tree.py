@@ -321,11 +321,15 @@ def exact_entropy(tree, model):
     """Mean over the tree's prompts (a ``ResponseTree``) of the entropy of pi(y | x)
     over whole responses, in nats (exact)."""
     with torch.no_grad():
-        logp = tree.logprobs(model)
-        probs = response_probs(logp)
-        logs = [torch.where(p > 0, lp, torch.zeros_like(lp)) for p, lp in zip(probs, path_logprobs(logp))]
-        return float(-expectation(probs, logs).mean())
+        return entropy(tree.logprobs(model))
+
+
+def entropy(logp):
+    """``exact_entropy`` from a policy's next-token log-probs on a tree (``ResponseTree.logprobs``)."""
+    probs = response_probs(logp)
+    logs = [torch.where(p > 0, lp, torch.zeros_like(lp)) for p, lp in zip(probs, path_logprobs(logp))]
+    return float(-expectation(probs, logs).mean())
 
 
 __all__ = ["ACTIONS", "TERMINAL", "ALL_PROMPTS", "FEATURES", "ResponseTree", "reach_logprobs", "path_logprobs",
-           "response_probs", "expectation", "kl_divergence", "exact_entropy", "complete_only", "from_complete"]
+           "response_probs", "expectation", "kl_divergence", "exact_entropy", "entropy", "complete_only", "from_complete"]

@@ -21,9 +21,8 @@ import torch
 import torch.nn.functional as F
 
 from course_utils.evaluation import METRICS, gold_order_agreement, last_third
-from course_utils.response_tree import exact_entropy
 from course_utils.labeler import ranked_data
-from course_utils.response_tree import FEATURES, ResponseTree, complete_only, response_probs
+from course_utils.response_tree import FEATURES, ResponseTree, complete_only, entropy, exact_entropy, response_probs
 from course_utils.runs import SWEEP_BETAS, RunCache
 from course_utils.reference_curves import REFERENCE_PATH, load_reference_curves
 from course_utils.runtime import progress
@@ -513,17 +512,6 @@ __all__ = ["METRICS", "PANELS", "SWEEP_BETAS", "RunCache", "progress", "smooth",
 
 
 # ----------------------------------------------------------------------------- health signals
-class _Known:
-    """A tree whose ``logprobs(model)`` are ones already computed on it, for ``exact_entropy`` (which
-    reads the tree only through them): the entropy without a second pass of the model."""
-
-    def __init__(self, logp):
-        self.logp = logp
-
-    def logprobs(self, model):
-        return self.logp
-
-
 class HealthSignals(View):
     """PPO's health signals per iteration for a few runs, {label: RLHFConfig}: the clip fraction, the
     value loss and the KL to the SFT model (as ``train_rlhf`` logs them), and the exact entropy of each
@@ -537,7 +525,7 @@ class HealthSignals(View):
         self.histories = {label: hist for label, (_, hist) in trained.items()}
         tree = ResponseTree.build()
         # the SFT model's pass on this tree is Experiment 8's (shared): only the entropy is computed here
-        self.entropy = {"SFT model": exact_entropy(_Known(reference_logprobs(tree, self.runs.sft)), self.runs.sft)}
+        self.entropy = {"SFT model": entropy(reference_logprobs(tree, self.runs.sft))}
         for label, (policy, _) in trained.items():
             self.entropy[label] = exact_entropy(tree, policy)
 
