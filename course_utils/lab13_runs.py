@@ -15,63 +15,10 @@ serial while grading).
 """
 
 import copy
-import ctypes
-import ctypes.util
 import dataclasses
 
 from course_utils.parallel import run_all
 from course_utils.referee import Referee
-
-
-class Lab13Referee(Referee):
-    """The referee of Lab 13's views: it keeps each judged policy's figures (a few floats per beta), not
-    its log-probs on the tree (tree tensors of 20 MB a policy; the views judge a dozen policies, each
-    once or twice, and a kernel that kept them all would hold a quarter of a GiB).
-
-    ``logp(policy)`` computes a policy's log-probs afresh (about a second); ``judge`` of log-probs a caller
-    holds (tree tensors) keeps nothing. After each judgement the memory of its temporaries goes back to
-    the system (``release_freed_memory``)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._figures = {}                       # {(id(policy), beta): (policy, figures)}
-
-    def logp(self, policy):
-        if isinstance(policy, list) or policy is self.sft:
-            return super().logp(policy)
-        return self.tree.logprobs(policy)
-
-    def judge(self, policy, beta):
-        if isinstance(policy, list):
-            return self._judged_afresh(policy, beta)
-        key = (id(policy), beta)
-        if key not in self._figures:                       # the policy kept: its id stays its own
-            self._figures[key] = (policy, self._judged_afresh(self.logp(policy), beta))
-        return self._figures[key][1]
-
-    def _judged_afresh(self, logp, beta):
-        figures = self._judge(logp, beta)
-        release_freed_memory()
-        return figures
-
-
-def release_freed_memory():
-    """Give the heap's freed pages back to the system (glibc's malloc_trim; nothing elsewhere): glibc keeps
-    the freed temporaries of the tree's float64 tensors (up to 20 MB each) resident, and the kernel's
-    memory would only grow from one view to the next."""
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-
-
-def _glibc():
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc if hasattr(libc, "malloc_trim") else None
-    except OSError:
-        return None
-
-
-_LIBC = _glibc()
 
 
 def snapshot(policy):
@@ -89,8 +36,7 @@ class Lab13Runs:
     @property
     def referee(self):
         if self._referee is None:
-            self._referee = Lab13Referee(self.world.sft, self.world.rm, self.world.rm_offset)
-            release_freed_memory()                    # the temporaries of the tree's features and rewards
+            self._referee = Referee(self.world.sft, self.world.rm, self.world.rm_offset)
         return self._referee
 
     @staticmethod
@@ -125,4 +71,4 @@ class Lab13Runs:
         return self.run(driver, cfg)[0]
 
 
-__all__ = ["Lab13Referee", "release_freed_memory", "snapshot", "Lab13Runs"]
+__all__ = ["snapshot", "Lab13Runs"]

@@ -1,7 +1,7 @@
 """Exact figures of trained policies on Lab 12's response tree, against two optima of the same beta.
 
     referee = Referee(sft, rm, rm_offset)           # the tree of all 100 prompts, the SFT model's log-probs
-    referee.judge(policy, beta)       # {"rm": figures, "gold": figures} (below); each policy is run once
+    referee.judge(policy, beta)       # {"rm": figures, "gold": figures} (below); kept for these weights
     referee.curve("gold", betas)      # [{"beta", "kl", "gold", ...}] of pi*_gold over betas (ms each)
     referee.lengths(policy)           # (4,) P(the response has L = 1..4 tokens), averaged over the prompts
 
@@ -16,6 +16,10 @@ The figures of a policy against an optimum: gold, acc, malformed, digits (E[digi
 KL(pi || pi_ref), reward (E[r]), kl_to_opt = KL(pi || pi*), gap = J* - J(pi) = beta KL(pi || pi*).
 Nothing here trains or computes a loss: it reads policies that the lab's own functions trained.
 """
+
+import ctypes
+import ctypes.util
+import hashlib
 
 import torch
 
@@ -35,8 +39,11 @@ def gold_rewards(tree):
 class Referee:
     """Exact figures of policies on the response tree of all 100 prompts, against both optima.
 
-    A policy (a TinyLM) is run on the tree once (about a second); its log-probs are kept as long as
-    the referee keeps the policy, so judging it again, at another beta, costs milliseconds.
+    A policy (a TinyLM) is run on the tree each time its log-probs are asked for (about a second): its
+    tree tensors (20 MB) are the caller's to keep or drop. Its figures at a beta are kept, keyed by its
+    weights as they are then (a policy trained in place is judged afresh), so judging it again at that
+    beta (a slider's frame) is free and a kernel holds a few floats per judged policy. After a policy is
+    judged from its own pass, the memory of the pass's temporaries goes back to the system.
     """
 
     def __init__(self, sft, rm, rm_offset, tree=None):
@@ -44,7 +51,8 @@ class Referee:
         self.sft = sft
         self.ref = self.tree.logprobs(sft)
         self.rewards = {"rm": self.tree.rm_rewards(rm, rm_offset), "gold": gold_rewards(self.tree)}
-        self._optima, self._tilted, self._logp, self._judged = {}, {}, {}, {}
+        self._optima, self._tilted, self._judged = {}, {}, {}
+        release_freed_memory()                          # the temporaries of the tree's features and rewards
 
     def optimum(self, name, beta):
         """The exact optimum ("rm" or "gold") at beta (tree_optimum.Optimum), solved once."""
@@ -56,21 +64,18 @@ class Referee:
         """The policy's next-token log-probs on the tree (a TinyLM, or tree tensors already)."""
         if isinstance(policy, list):
             return policy
-        if policy is self.sft:
-            return self.ref
-        key = id(policy)
-        if key not in self._logp:
-            self._logp[key] = (policy, self.tree.logprobs(policy))        # the policy kept: its id stays its own
-        return self._logp[key][1]
+        return self.ref if policy is self.sft else self.tree.logprobs(policy)
 
     def judge(self, policy, beta):
         """{"rm": figures, "gold": figures} of a policy at beta, each against that optimum (module docstring).
-        Kept with the policy's log-probs: judging it again at the same beta (a slider's frame) is free."""
-        logp = self.logp(policy)
-        key = (id(logp), beta)
+        policy: a TinyLM (its figures kept for its current weights) or tree tensors (judged, nothing kept)."""
+        if isinstance(policy, list):
+            return self._judge(policy, beta)
+        key = (weights_digest(policy), beta)
         if key not in self._judged:
-            self._judged[key] = (logp, self._judge(logp, beta))       # logp kept: its id stays its own
-        return self._judged[key][1]
+            self._judged[key] = self._judge(self.logp(policy), beta)
+            release_freed_memory()
+        return self._judged[key]
 
     def _judge(self, logp, beta):
         out = {}
@@ -94,4 +99,30 @@ class Referee:
         return torch.stack([p.flatten(1).sum(1) for p in response_probs(self.logp(policy))], dim=1).mean(0)
 
 
-__all__ = ["OPTIMA", "FIGURES", "gold_rewards", "Referee"]
+def weights_digest(model):
+    """A digest of a model's weights as they are now (bytes of every parameter and buffer, in order)."""
+    h = hashlib.blake2b(digest_size=16)
+    for t in (*model.parameters(), *model.buffers()):
+        h.update(t.detach().contiguous().numpy().tobytes())
+    return h.digest()
+
+
+def release_freed_memory():
+    """Give the heap's freed pages back to the system (glibc's malloc_trim; nothing elsewhere): glibc keeps
+    the freed temporaries of the tree's float64 tensors (up to 20 MB each) resident, and a kernel that
+    judges policy after policy would only grow."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _glibc():
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
+
+
+_LIBC = _glibc()
+
+__all__ = ["OPTIMA", "FIGURES", "gold_rewards", "Referee", "weights_digest", "release_freed_memory"]

@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_utils.lab13_runs import Lab13Referee, Lab13Runs
+from course_utils.lab13_runs import Lab13Runs
 from course_utils.referee import Referee
 from course_utils.tinylm import TOKENS, TinyLM, load_sft
 from course_utils.views import lab13 as V
@@ -108,16 +108,23 @@ def _tensor_bytes(obj, seen=None):
     return _tensor_bytes(vars(obj), seen) if hasattr(obj, "__dict__") else 0
 
 
-def test_lab13_referee_judges_as_the_referee_does_and_keeps_no_log_probs(referee, moved):
-    lean = Lab13Referee(referee.sft, _counting_rm(), 2.0, tree=referee.tree)
+def test_referee_keeps_figures_per_weights_not_log_probs(referee, moved):
+    lean = Referee(referee.sft, _counting_rm(), 2.0, tree=referee.tree)
     for beta in (0.1, 0.2):                                     # both optima at both betas solved and kept
         lean.judge(lean.sft, beta)
     held = _tensor_bytes(lean)
     for policy in moved:
-        assert lean.judge(policy, 0.1) == referee.judge(policy, 0.1)      # the same figures, bit for bit
+        fresh = lean.judge(lean.logp(policy), 0.1)                       # tree tensors: judged, nothing kept
+        assert lean.judge(policy, 0.1) == fresh                          # the same figures, bit for bit
         assert lean.judge(policy, 0.1) is lean.judge(policy, 0.1)         # judged once
-        assert torch.equal(V.complete_only(lean.logp(policy)), V.complete_only(referee.logp(policy)))
     assert _tensor_bytes(lean) - held < 2**20, "a judged policy's tree tensors (20 MB) are kept"
+    trained = TinyLM()
+    trained.load_state_dict(moved[0].state_dict())
+    before = lean.judge(trained, 0.1)
+    with torch.no_grad():
+        trained.w()["head.bias"][TOKENS.index("<eos>")] -= 2.0           # trained in place: now the SFT model
+    assert lean.judge(trained, 0.1) != before, "a policy whose weights changed in place got its old figures"
+    assert lean.judge(trained, 0.1) == lean.judge(lean.logp(trained), 0.1)
 
 
 def test_no_signal_a_chunk_of_prompts_at_a_time_is_the_whole_at_once(referee, moved):

@@ -37,11 +37,6 @@ class Referee(exact.Referee):
     def __init__(self, world, tree=None):
         super().__init__(world.sft, world.rm, world.rm_offset, tree)
 
-    def logp(self, training):
-        """The tree log-probs of a policy, computed afresh: Beyond PPO judges a policy while it trains, so
-        the same object has other weights at each evaluation (the parent keeps the first ones)."""
-        return training if isinstance(training, list) else self.tree.logprobs(training)
-
     def top(self, policy, prompt=SHOWN_PROMPT, k=5):
         """The k most likely responses to one prompt: [[text, probability], ...]."""
         return [[text, round(p, 4)] for text, p, _ in top_responses(self.tree, self.logp(policy), prompt, k)]
