@@ -781,7 +781,7 @@ DEFAULT_LABEL = "default kernels"
 # What the course tells a student a slow laptop takes: this many times the figure under DEFAULT_KERNELS.
 # Those kernels leave out the vector units, not the clock, cache and cores of an older or 2-core laptop;
 # issue 35 measured an AVX2-only laptop 1.9-2.5 times as slow as this AVX-512 machine's native figure,
-# and the default kernels cost it a tenth more here (results/bench.json), so twice theirs covers it.
+# and the default kernels cost about a tenth more here (results/bench.json): twice theirs is about that.
 SLOW_LAPTOP = 2
 
 

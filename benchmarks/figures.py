@@ -10,8 +10,9 @@ A document quotes a figure inside a marked span that `make figures` renders from
 A notebook's prose (and the student edition's README, which ships without marks) is written by hand:
 there a figure is checked within a band (BANDS: "about 32 s" must lie within a third of the measured
 figure; tests/test_figures.py). A timing sentence quotes the figure of the course's test machine and
-what a slow laptop takes (TIMINGS: twice the figure under ATEN_CPU_CAPABILITY=default, bench.SLOW_LAPTOP). Whether a figure still measures
-the current code is benchmarks/provenance.py's question: a stale figure is a warning, never a failure.
+what a slow laptop takes (TIMINGS: twice the figure under ATEN_CPU_CAPABILITY=default, bench.SLOW_LAPTOP);
+README's and the TA guide's timing spans must be rendered (timings_out_of_step). Whether a figure still
+measures the current code is benchmarks/provenance.py's question: a stale figure is a warning, never a failure.
 """
 
 import argparse
