@@ -812,6 +812,9 @@ def markdown():
                        f"(fingerprint {data.get('fingerprint', 'none')[:12]}); "
                        f"{data['machine']}; load average {data['load'][0]:.1f} at the start, "
                        f"{data['load'][1]:.1f} at the end")
+        sources += [f"filled in since ({fill['command']} at commit {fill['commit']}, {fill['date']}; load average "
+                    f"{fill['load'][0]:.1f}-{fill['load'][1]:.1f}): {'; '.join(fill['rows'])}"
+                    for fill in data.get("filled", [])]
         for row in data["rows"]:
             status = {True: "ok", False: "MISS", None: ""}[row["ok"]]
             cells = [row["what"], f"{row.get('figure', 'n/a')} {row.get('note', '')}", _budget_text(row), status]
