@@ -6,8 +6,9 @@ control) or the test that shows it.
     python -m benchmarks.claims --unledgered    # sentences with a number or a comparison the ledger lacks
 
 A claim's ``backed_by`` names criteria as ``experiment.criterion`` (``lab12.kl_penalty.hack``), tests
-as ``tests/file.py::test_name``, and figures of time or cost as ``measured:experiment.figure`` (the
-measurement lane: stated with the machine that measured them, never a criterion). After a science run
+as ``tests/file.py::test_name``, and figures of time or cost as ``measured:experiment.figure`` or
+``measured:bench.figure`` (the measurement lane: stated with the machine that measured them, never a
+criterion; a bench figure is quoted within its band, benchmarks/figures.py's BANDS). After a science run
 a claim is *backed* when its quote is in its notebook, every criterion it names was met on every seed
 with every control failing, and every test it names ran and passed in that run (``run_tests``); a
 sentence backed by measured figures only is counted apart. `make science` prints ``claims: K/N
@@ -15,7 +16,7 @@ backed`` first (before the run: quotes found, backings named) and again with its
 tests/test_claims.py fails when a quote no longer appears in its notebook or a backing names nothing.
 
 This module imports nothing of science.py: science.py passes it the criteria's names and the run's
-results.
+results (bench_figures imports benchmarks.figures, and so science, when a check asks for them).
 
 Quotes are matched with whitespace collapsed (a re-wrapped line is the same sentence); ``$...$`` is
 kept as written. A quote may be a whole sentence or the clause of one that carries the claim.
@@ -100,6 +101,8 @@ CLAIMS = (
     # ------------------------------------------------------------------ Lab 12
     C("lab12", "It was trained by supervised fine-tuning (SFT) on sloppy demonstrations, so it is often right, sometimes "
       "wrong, and sometimes answers nothing at all.", T + "test_sft_is_right_about_three_times_in_four"),
+    C("lab12", "Each run (120 iterations of 64 prompts) takes about 2.3 s of CPU on the course's test machine, about 5 s "
+      "on an older laptop", MEASURED + "bench.ppo_run", MEASURED + "bench.ppo_run.slow"),
     C("lab12", "Reason: `DigitRM` is linear in the digit counts with every weight positive", "lab12.reward_model.sign"),
     C("lab12", "Once blanks are gone, the only way left to raise the RM score is to add digits, which the labeler does "
       "not want: gold falls.", "lab12.kl_penalty.hack", "lab12.hack.spams_heavy"),
@@ -234,6 +237,8 @@ CLAIMS = (
       "first iterations)", H + "kl_jump", H + "value_loss"),
     C("lab12", "the entropies (B's lower than A's: less exploration)", H + "sharper"),
     # ------------------------------------------------------------------ Lab 13
+    C("lab13", "Five runs: about 37 s of CPU on the course's test machine, about 66 s on an older laptop.",
+      MEASURED + "bench.lab13_experiment_1", MEASURED + "bench.lab13_experiment_1.slow"),
     C("lab13", "GRPO with the KL in the reward lands next to $\\pi^*_{RM}$, as Lab 12's PPO does",
       "lab13.grpo.lands", "beyond.optima.ppo_near_opt"),
     C("lab13", "the policy walks off and does not land near $\\pi^*_{RM}$.", "lab13.grpo.lands"),
@@ -245,6 +250,8 @@ CLAIMS = (
     C("lab13", "With $k_3$ in the loss the policy as written in Task 4 does not land near $\\pi^*_{RM}$, and without "
       "the std scaling it does not land near it either", "lab13.grpo.lands", "lab13.grpo.mean_only_lands"),
     # ------------------------------------------------------------------ start here
+    C("start", "The whole notebook takes about 1.6 s of CPU on the course's test machine (about 3 s on an older laptop)",
+      MEASURED + "bench.run_all_start_here", MEASURED + "bench.run_all_start_here.slow"),
     C("start", "a one-layer transformer of about 14 000 parameters", T + "test_tinylm_has_about_14000_parameters"),
     C("start", "So the SFT model adds well, but not perfectly.", "tests/test_sft.py::test_sft_adds_well_but_not_perfectly"),
     C("start", "You should see an exact accuracy somewhere between 0.5 and 0.9, and a few malformed answers.",
@@ -253,6 +260,8 @@ CLAIMS = (
       "tests/test_lab11_views.py::test_views_use_only_seeded_randomness",
       "tests/test_tinylm.py::test_sample_is_reproducible_from_a_generator"),
     # ------------------------------------------------------------------ Beyond PPO
+    C("beyond", "*Run All* reads them: about 7 s of CPU on the course's test machine, about 15 s on an older laptop.",
+      MEASURED + "bench.run_all_beyond", MEASURED + "bench.run_all_beyond.slow"),
     C("beyond", "At $\\beta = 0.05$ the labeler's own optimum answers almost every prompt correctly (gold $\\ge +0.95$), "
       "while the reward model's optimum hacks, far below the SFT model's gold.",
       "beyond.optima.reward_limits", "beyond.optima.optimum_hacks"),
@@ -369,11 +378,20 @@ def unknown_backings(names, claims=CLAIMS, root=REPO):
                 if not test_exists(b, root):
                     bad.append((c, b))
             elif is_measured(b):
-                if not b[len(MEASURED):].startswith("beyond.budget."):
+                name = b[len(MEASURED):]
+                if not (name.startswith("beyond.budget.") or name in bench_figures()):
                     bad.append((c, b))
             elif b not in names:
                 bad.append((c, b))
     return bad
+
+
+def bench_figures():
+    """The names of the figures of time that benchmarks/figures.py renders from benchmarks/results/bench.json
+    ("bench.ppo_run", "bench.ppo_run.slow", ...): a timing sentence's ``measured:`` backings, each quoted
+    within its band (figures.BANDS, tests/test_figures.py). Imported when asked: figures imports science."""
+    from benchmarks import figures
+    return {key for key, (name, _) in figures.FIGURES.items() if name == "bench.json"}
 
 
 def run_tests(node_ids, root=REPO):

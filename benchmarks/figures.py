@@ -7,9 +7,12 @@ A document quotes a figure inside a marked span that `make figures` renders from
 
     `make test` took <!-- fig:make_test.duration -->11 min 31 s<!-- /fig --> on a fresh clone
 
-A notebook's prose is written by hand: there a figure is checked within a band (BANDS: "about 32 s"
-must lie within a third of the measured figure; tests/test_figures.py). Whether a figure still measures
-the current code is benchmarks/provenance.py's question: a stale figure is a warning, never a failure.
+A notebook's prose (and the student edition's README, which ships without marks) is written by hand:
+there a figure is checked within a band (BANDS: "about 32 s" must lie within a third of the measured
+figure; tests/test_figures.py). A timing sentence quotes the figure of the course's test machine and
+what a slow laptop takes (TIMINGS: twice the figure under ATEN_CPU_CAPABILITY=default, bench.SLOW_LAPTOP);
+README's and the TA guide's timing spans must be rendered (timings_out_of_step). Whether a figure still
+measures the current code is benchmarks/provenance.py's question: a stale figure is a warning, never a failure.
 """
 
 import argparse
@@ -19,6 +22,7 @@ from pathlib import Path
 
 from benchmarks import bench, bench_class, science
 from benchmarks.provenance import REPO, results, stale_report
+from course_staff.course import LABS
 
 DOCUMENTS = ("README.md", "docs/ta_guide.md", "benchmarks/README.md")     # where marked spans may stand
 SPAN = re.compile(r"<!-- fig:(?P<key>[\w.]+) -->(?P<text>.*?)<!-- /fig -->", re.S)
@@ -26,12 +30,34 @@ BAND = 1 / 3            # "about x": within a third of the measured figure
 
 
 # ----------------------------------------------------------------------------- the figures documents quote
-def _row(data, what):
-    """The median of the one row whose description starts with ``what``."""
+def _the_row(data, what):
+    """The one row whose description starts with ``what``."""
     rows = [r for r in data["rows"] if r["what"].startswith(what)]
     if len(rows) != 1:
         raise KeyError(f"{len(rows)} rows of the results start with {what!r}")
-    return rows[0]["median"]
+    return rows[0]
+
+
+def _row(data, what):
+    """The median of the one row whose description starts with ``what``."""
+    return _the_row(data, what)["median"]
+
+
+def _kind(row, kind):
+    """A timing row's seconds of ``kind``: "" its median here, ".default" under ATEN_CPU_CAPABILITY=default,
+    ".slow" what the course tells students a slow laptop takes (bench.slow_laptop: twice the default's)."""
+    return {"": lambda: row["median"], ".default": lambda: row[bench.DEFAULT_LABEL]["median"],
+            ".slow": lambda: bench.slow_laptop(row)}[kind]()
+
+
+def _seconds(what, kind="", digits=0):
+    """render(data) of the timing row of bench.json that starts with ``what``, in seconds (see _kind)."""
+    return lambda data: f"{_kind(_the_row(data, what), kind):.{digits}f} s"
+
+
+def _longest(what, kind="", digits=0):
+    """render(data) of the longest of the labs' rows ``what`` ("Run All {lab} (fresh kernel)"), in seconds (see _kind)."""
+    return lambda data: f"{max(_kind(_the_row(data, what.format(lab=lab)), kind) for lab in LABS):.{digits}f} s"
 
 
 def _minutes(minutes):
@@ -57,16 +83,29 @@ def _class_cpu(data, each=False):
 
 
 
+# the timing sentences students, TAs and README read: each figure here (bench.KEY), under
+# ATEN_CPU_CAPABILITY=default (bench.KEY.default) and what a slow laptop takes (bench.KEY.slow)
+KINDS = ("", ".default", ".slow")
+TIMINGS = {
+    **{f"bench.{key}{kind}": ("bench.json", _seconds(what, kind, digits)) for kind in KINDS
+       for key, what, digits in (("ppo_run", "one PPO run (", 1), ("lab13_experiment_1", "Lab 13 Experiment 1", 0),
+                                 ("run_all_lab11", "Run All lab11 (fresh kernel)", 0),
+                                 ("run_all_lab12", "Run All lab12 (fresh kernel)", 0),
+                                 ("run_all_lab13", "Run All lab13 (fresh kernel)", 0),
+                                 ("run_all_start_here", "Run All 00_start_here (fresh kernel)", 1),
+                                 ("run_all_beyond", "Run All beyond_ppo (fresh kernel)", 0),
+                                 *((f"autograde_{lab}", f"autograde {lab}:", 1) for lab in LABS))},
+    **{f"bench.run_all_longest{kind}": ("bench.json", _longest("Run All {lab} (fresh kernel)", kind)) for kind in KINDS},
+    **{f"bench.autograde_longest{kind}": ("bench.json", _longest("autograde {lab}:", kind, 1)) for kind in KINDS},
+}
+
 # key -> (results file, render(data) -> text)
 FIGURES = {
     "make_test.duration": ("make_test.json", lambda d: _minutes(_row(d, "`make test`"))),
     "make_test.passed": ("make_test.json", lambda d: re.search(r"\d+ passed", d["rows"][0]["note"]).group(0)),
     "make_test.machine": ("make_test.json", _machine),
     "make_test.load": ("make_test.json", lambda d: f"{d['load'][0]:.1f}"),
-    "bench.run_all_lab12": ("bench.json", lambda d: f"{_row(d, 'Run All lab12 (fresh kernel)'):.0f} s"),
-    "bench.ppo_run": ("bench.json", lambda d: f"{_row(d, 'one PPO run'):.1f} s"),
-    "bench.autograde_lab11": ("bench.json", lambda d: f"{_row(d, 'autograde lab11'):.1f} s"),
-    "bench.autograde_lab12": ("bench.json", lambda d: f"{_row(d, 'autograde lab12'):.1f} s"),
+    **TIMINGS,
     "bench_class.cpu": ("bench_class.json", _class_cpu),
     "bench_class.cpu_each": ("bench_class.json", lambda d: _class_cpu(d, each=True)),
     "bench_class.size": ("bench_class.json", lambda d: str(d["size"])),
@@ -76,10 +115,28 @@ FIGURES = {
     "bench_class.table": ("bench_class.json", lambda d: bench_class.markdown()),
 }
 
-# notebooks (prose by hand): (notebook, pattern whose group 1 is the quoted number, key of FIGURES in seconds)
-# (notebook, pattern of its sentence, figure): none since the labs stopped quoting this machine's CPU times
-# (a slow laptop takes two to three times as long); a sentence that quotes one again gets its row here
-BANDS = []
+# notebooks and the student edition's README (prose by hand): (file, pattern whose group 1 is the quoted
+# number, key of FIGURES in seconds).
+# Each timing sentence quotes the figure of the course's test machine and what a slow laptop takes
+# (benchmarks/claims.py holds the same sentences, backed by ``measured:`` these keys).
+HERE, SLOW = r" s of CPU on the course's test machine", r" s on an older laptop"
+BANDS = [
+    ("source/lab12/lab12.ipynb", r"Each run \(120 iterations of 64 prompts\) takes about ([\d.]+)" + HERE, "bench.ppo_run"),
+    ("source/lab12/lab12.ipynb", HERE + r", about ([\d.]+)" + SLOW + ", and is cached", "bench.ppo_run.slow"),
+    ("source/lab13/lab13.ipynb", r"Five runs: about ([\d.]+)" + HERE, "bench.lab13_experiment_1"),
+    ("source/lab13/lab13.ipynb", r"Five runs: about [\d.]+" + HERE + r", about ([\d.]+)" + SLOW,
+     "bench.lab13_experiment_1.slow"),
+    ("notebooks/00_start_here.ipynb", r"The whole notebook takes about ([\d.]+)" + HERE, "bench.run_all_start_here"),
+    ("notebooks/00_start_here.ipynb", r"The whole notebook takes about [\d.]+" + HERE + r" \(about ([\d.]+)" + SLOW,
+     "bench.run_all_start_here.slow"),
+    ("course_staff/edition/files/README.md", r"Run All of a lab takes at most about ([\d.]+)" + HERE,
+     "bench.run_all_longest"),
+    ("course_staff/edition/files/README.md", r"Run All of a lab takes at most about [\d.]+" + HERE + r", about ([\d.]+)"
+     + SLOW, "bench.run_all_longest.slow"),
+    ("notebooks/beyond_ppo.ipynb", r"\*Run All\* reads them: about ([\d.]+)" + HERE, "bench.run_all_beyond"),
+    ("notebooks/beyond_ppo.ipynb", r"\*Run All\* reads them: about [\d.]+" + HERE + r", about ([\d.]+)" + SLOW,
+     "bench.run_all_beyond.slow"),
+]
 
 
 def figure(key):
@@ -103,6 +160,18 @@ def unrendered(root=REPO):
     """The documents whose marked figures differ from what the results files hold now (`make figures`
     renders them; a warning of `make test`, never a failure)."""
     return [rel for rel in DOCUMENTS if render((Path(root) / rel).read_text()) != (Path(root) / rel).read_text()]
+
+
+def timings_out_of_step(root=REPO):
+    """[(document, key, quoted, figure)] of every timing figure (TIMINGS) a document quotes in a marked span
+    whose text is not what its results file renders now. Unlike the other figures (a warning until `make
+    figures`), a timing sentence out of step with its figure fails tests/test_figures.py: readers plan on it."""
+    out = []
+    for rel in DOCUMENTS:
+        for m in SPAN.finditer((Path(root) / rel).read_text()):
+            if m.group("key") in TIMINGS and m.group("text") != figure(m.group("key")):
+                out.append((rel, m.group("key"), m.group("text"), figure(m.group("key"))))
+    return out
 
 
 def within_band(quoted, measured, band=BAND):

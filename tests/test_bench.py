@@ -1,5 +1,7 @@
 """benchmarks/bench.py's own logic (no timing): the kernel probe's parser, the budget rule, the report."""
 
+import json
+
 import pytest
 
 from benchmarks import bench
@@ -196,3 +198,41 @@ def test_a_failed_check_fails_the_run():
     assert report.all_met() and report.summary() == "bench: 1/1 budgets met, 1/1 checks hold"
     report.check("the same results again", False, "(differ: x)")
     assert not report.all_met() and "missed: the same results again (differ: x)" in report.summary()
+
+
+def test_fill_puts_a_partial_runs_rows_into_the_results_with_its_provenance(tmp_path):
+    """``--only ... --fill``: a row of the same name is replaced, a new one added, the others kept as
+    measured, and the partial run's provenance recorded beside the full run's."""
+    path = tmp_path / "bench.json"
+    old = {"commit": "full", "rows": [{"what": "a", "median": 1.0}, {"what": "b", "median": 2.0}]}
+    path.write_text(json.dumps(old))
+    record = {"command": "python -m benchmarks.bench --only b", "commit": "part", "date": "today", "machine": "m",
+              "load": [1.0, 2.0], "rows": [{"what": "b", "median": 3.0}, {"what": "c", "median": 4.0}],
+              bench.DEFAULT_LABEL: {"machine": "m, DEFAULT", "load": [2.0, 2.0], "rows": "dropped"}}
+    data = json.loads(bench.fill(record, path).read_text())
+    assert [(r["what"], r["median"]) for r in data["rows"]] == [("a", 1.0), ("b", 3.0), ("c", 4.0)]
+    assert data["commit"] == "full" and data["filled"] == [{
+        "command": record["command"], "commit": "part", "date": "today", "machine": "m", "load": [1.0, 2.0],
+        "rows": ["b", "c"], bench.DEFAULT_LABEL: {"machine": "m, DEFAULT", "load": [2.0, 2.0]}}]
+
+
+def test_slow_laptop_is_twice_the_default_kernels_figure():
+    row = {"median": 1.0, bench.DEFAULT_LABEL: {"median": 1.5}}
+    assert bench.slow_laptop(row) == 3.0
+    with pytest.raises(KeyError):                     # the control: a run without the default kernels' figure
+        bench.slow_laptop({"median": 1.0})
+
+
+def test_lab13_experiment_1_times_the_cell_students_run():
+    """The bench's copy of Lab 13's "Five runs" cell trains and draws what the notebook's cell does."""
+    import nbformat
+    from course_staff.solutions import notebook_path
+    squash = lambda text: " ".join(text.split())                                   # noqa: E731
+    cells = [squash(c.source) for c in nbformat.read(str(notebook_path("lab13")), as_version=4).cells
+             if c.cell_type == "code"]
+    beside = squash(bench.LAB13_EXPERIMENT_1)
+    assert beside.endswith(".figure()") and beside.startswith("BETAS = (0.05, 0.1, 0.2) views.Frontier(runs, ")
+    frontier = beside[len("BETAS = (0.05, 0.1, 0.2) "):-len(".figure()")]
+    assert sum(frontier + ".show()" in c and "BETAS = (0.05, 0.1, 0.2)" in c for c in cells) == 1
+    assert 'kl_in="reward"' in frontier and not any(                                   # the control
+        frontier.replace('kl_in="reward"', 'kl_in="loss"') + ".show()" in c for c in cells)

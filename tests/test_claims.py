@@ -70,6 +70,21 @@ def test_a_measured_figure_backs_no_claim_on_its_own():
     assert not claims.all_backed([(t, False) for t in timed] + [(claim, False)])  # a claim does not
 
 
+def test_every_timing_sentence_of_the_ledger_is_checked_within_its_band():
+    """A sentence backed by ``measured:bench.KEY`` quotes that figure and what a slow laptop takes (KEY.slow),
+    each checked against benchmarks/results/bench.json by tests/test_figures.py (figures.BANDS)."""
+    from benchmarks import figures
+    banded = {(rel, key) for rel, _, key in figures.BANDS}
+    timed = [c for c in claims.CLAIMS if any(b.startswith(claims.MEASURED + "bench.") for b in c.backed_by)]
+    assert len({c.where for c in timed}) >= 4, "Lab 12, Lab 13, start here and Beyond PPO state their times"
+    for c in timed:
+        keys = {b[len(claims.MEASURED):] for b in c.backed_by if b.startswith(claims.MEASURED + "bench.")}
+        assert {k for k in keys if k.endswith(".slow")} == {k + ".slow" for k in keys if not k.endswith(".slow")}, c
+        assert {(claims.NOTEBOOKS[c.where], k) for k in keys} <= banded, f"no band checks {c.quote!r}"
+    fake = claims.C("lab13", "Five runs: about a minute.", claims.MEASURED + "bench.no_such_figure")   # the control
+    assert claims.unknown_backings(science.criteria_by_name(), [fake]) == [(fake, fake.backed_by[0])]
+
+
 def test_the_ledger_runs_its_tests():
     passed = claims.run_tests([claims.T + "test_tinylm_has_about_14000_parameters",
                                claims.T + "test_no_such_test"])

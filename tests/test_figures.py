@@ -42,6 +42,9 @@ def test_band():
 
 
 def _notebook_text(rel):
+    """A notebook's markdown, or a markdown file's text, whitespace collapsed."""
+    if rel.endswith(".md"):
+        return " ".join((figures.REPO / rel).read_text().split())
     cells = nbformat.read(str(figures.REPO / rel), as_version=4).cells
     return " ".join(" ".join(c.source for c in cells if c.cell_type == "markdown").split())
 
@@ -52,8 +55,50 @@ def test_a_notebook_quotes_a_figure_within_its_band():
         _within_band(rel, pattern, key)
 
 
-def _within_band(rel, pattern, key):
-    found = re.findall(pattern, _notebook_text(rel))
+def test_a_timing_sentence_out_of_its_band_fails(monkeypatch):
+    """The control: Lab 13's "Five runs" sentence quoting three times its figure, here and on a slow laptop."""
+    rows = [row for row in figures.BANDS if row[0] == "source/lab13/lab13.ipynb"]
+    assert len(rows) == 2
+    for rel, pattern, key in rows:
+        _within_band(rel, pattern, key)
+        tripled = re.sub(r"about (\d+) s", lambda m: f"about {3 * int(m.group(1))} s", _notebook_text(rel))
+        with pytest.raises(AssertionError, match="more than a third"):
+            _within_band(rel, pattern, key, text=tripled)
+
+
+def test_every_timing_sentence_quotes_here_and_a_slow_laptop():
+    """Each file's timing sentences quote a figure of this machine and what a slow laptop takes, in pairs."""
+    keys = {}
+    for rel, _, key in figures.BANDS:
+        keys.setdefault(rel, set()).add(key)
+    assert {"source/lab12/lab12.ipynb", "source/lab13/lab13.ipynb", "notebooks/00_start_here.ipynb",
+            "course_staff/edition/files/README.md"} <= set(keys)
+    for rel, ks in keys.items():
+        assert {k + ".slow" for k in ks if not k.endswith(".slow")} == {k for k in ks if k.endswith(".slow")}, rel
+        assert ks <= set(figures.TIMINGS), rel
+
+
+def test_the_documents_timing_figures_are_those_of_the_results():
+    """README's and the TA guide's timing spans say what benchmarks/results/bench.json holds (`make figures`)."""
+    assert not figures.timings_out_of_step(), figures.timings_out_of_step()
+    quoted = {m.group("key") for rel in ("README.md", "docs/ta_guide.md")
+              for m in figures.SPAN.finditer((figures.REPO / rel).read_text())}
+    assert {"bench.run_all_longest", "bench.run_all_longest.slow", "bench.run_all_lab13.default"} <= quoted
+
+
+def test_a_timing_span_out_of_step_is_found(tmp_path):
+    """The control: the TA guide with Lab 12's Run All quoted as 99 s."""
+    for rel in figures.DOCUMENTS:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text((figures.REPO / rel).read_text())
+    guide = tmp_path / "docs" / "ta_guide.md"
+    guide.write_text(re.sub(r"(<!-- fig:bench\.run_all_lab12 -->)[^<]*", r"\g<1>99 s", guide.read_text()))
+    assert [(rel, key, quoted) for rel, key, quoted, _ in figures.timings_out_of_step(tmp_path)] == \
+        [("docs/ta_guide.md", "bench.run_all_lab12", "99 s")]
+
+
+def _within_band(rel, pattern, key, text=None):
+    found = re.findall(pattern, _notebook_text(rel) if text is None else text)
     assert found, f"{rel} no longer says {pattern!r}: update benchmarks/figures.py's BANDS with the new sentence"
     measured = float(figures.figure(key).split()[0])
     for quoted in map(float, found):
