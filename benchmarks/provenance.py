@@ -36,7 +36,8 @@ RESULTS = HERE / "results"
 # what each results file measured: its code (compared without comments and docstrings, notebooks by their
 # code cells; folders: their .py, .ipynb and .pt files) and the SFT checkpoint
 MEASURED = {"bench.json": ["benchmarks/bench.py", "benchmarks/ppo_floor.py", "course_utils", "course_staff",
-                           "source/lab11/lab11.ipynb", "source/lab12/lab12.ipynb", "notebooks/beyond_ppo.ipynb", "nbgrader_config.py"],
+                           "source", "notebooks/00_start_here.ipynb", "notebooks/beyond_ppo.ipynb",
+                           "nbgrader_config.py"],
             "make_test.json": ["benchmarks/bench.py", "course_utils", "course_staff", "tests", "source",
                                "notebooks", "Makefile", ".ci/run", "pyproject.toml", "environment.yml"],
             "bench_class.json": ["benchmarks/bench_class.py", "course_utils", "course_staff/grading",
@@ -347,16 +348,17 @@ def changed_since(name, data, root=REPO):
     return changed
 
 
-def results(name):
-    path = RESULTS / name
+def results(name, folder=None):
+    path = (folder or RESULTS) / name
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def stale_report(root=REPO):
-    """One line per stale figure (empty when every committed figure measured the current files)."""
+def stale_report(root=REPO, folder=None):
+    """One line per stale figure (empty when every committed figure measured the current files).
+    folder: where the results are (benchmarks/results by default)."""
     lines = []
     for name in REMAKE:
-        data = results(name)
+        data = results(name, folder)
         if data is None:
             lines.append(f"benchmarks/results/{name} is missing ({REMAKE[name]} makes it)")
             continue
