@@ -542,8 +542,8 @@ def response_tree():
 
 def run_health(seed):
     """Experiment 9's figures of run A (the default learning rate) and run B (HEALTH_LR), per seed, and of
-    A2, run A with another PPO seed (so that a ratio or difference to run A is not 0 or 1 by definition).
-    The entropies: each a mean over PPO_SEEDS PPO seeds (``mean_entropy``)."""
+    A2, run A with another PPO seed (so that a ratio to run A is not 1 by definition). The entropies: each a
+    mean over PPO_SEEDS PPO seeds (``mean_entropy``), the control's over other seeds (``health_seeds``)."""
     runs = {"A": ppo(seed, beta=default_beta()), "B": ppo(seed, beta=default_beta(), lr=HEALTH_LR),
             "A2": ppo(seed, beta=default_beta(), ppo_seed=seed + RESEED)}
     out = {"sft_entropy": exact_entropy(response_tree(), world(seed).sft)}
