@@ -11,6 +11,13 @@ one-layer TinyLM in each iteration (B = 64 prompts, T = 4 response tokens):
     epochs     4 times: the policy's and the critic's passes over the rollout with gradient, and one
                backward pass through both
 
+The policy's and the critic's first epoch reuse their scoring pass: a TinyLM keeps its last pass without
+gradient, and the next pass, if it asks for a gradient on the same ids and unchanged weights, runs only
+the backward (``TinyLM._causal_pass``). The floor calls the model as the run does, so its first epoch
+reuses the scoring pass too and epochs 2-4 run in full, as in the run (where a step has changed the
+weights): it does not count forward passes the run no longer makes (its weights never change, but a
+kept pass serves the next pass only).
+
 The floor makes exactly these passes, on token ids drawn once beforehand, with a plain sum of the
 outputs as the loss: no token is drawn, no mask, reward, advantage or loss is computed, no optimizer
 steps, nothing is logged. ``one PPO run / floor`` is what the loop costs beyond the model's own

@@ -1,6 +1,7 @@
 """What PPO needs besides the lab's own tasks: the critic, masked statistics, the PPO-ptx loss."""
 
 import copy
+import types
 
 import torch
 import torch.nn as nn
@@ -14,20 +15,31 @@ class ValueModel(nn.Module):
 
     ``critic(out)`` returns values (B, T): entry [b, t] is V(x, y_<t), the value of the state in
     which response token t was chosen (read at column prompt_len - 1 + t), and 0 at padding.
+
+    The head's weight (1, d) and bias (1,) live in one parameter, ``head_weights`` (d + 1), zero at
+    the start; ``critic.head.weight`` and ``critic.head.bias`` are views of it. One tensor fewer for
+    the optimizer, whose step costs a few operations per tensor whatever its size (see ``TinyLM``).
     """
 
     def __init__(self, sft_model):
         super().__init__()
         self.body = copy.deepcopy(sft_model)
         self.body.requires_grad_(True)     # the copy must train even if sft_model was frozen
-        self.head = nn.Linear(self.body.d_model, 1)
-        nn.init.zeros_(self.head.weight)
-        nn.init.zeros_(self.head.bias)
+        d = self.body.d_model
+        nn.Linear(d, 1)                    # drawn and dropped: the global RNG moves as when the head was an nn.Linear
+        self.head_weights = nn.Parameter(torch.zeros(d + 1))
+
+    @property
+    def head(self):
+        """The value head as views of ``head_weights``: ``.weight`` (1, d) and ``.bias`` (1,)."""
+        d = self.body.d_model
+        return types.SimpleNamespace(weight=self.head_weights[:d].view(1, d), bias=self.head_weights[d:])
 
     def forward(self, out):
         ids, L, mask = out["ids"], out["prompt_len"], out["mask"]
         h = self.body.hidden(ids[:, :-1], last=ids.shape[1] - L)      # (B, T, d)
-        return F.linear(h, self.head.weight, self.head.bias).squeeze(-1) * mask
+        head = self.head
+        return F.linear(h, head.weight, head.bias).squeeze(-1) * mask
 
 
 # ----------------------------------------------------------------------------- masked statistics

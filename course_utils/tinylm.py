@@ -19,6 +19,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from course_utils import causal_pass
+from course_utils.causal_pass import CausalPass, attend, softmax
+
 # A model this small is overhead-bound: one thread is faster than two, and a fixed thread count
 # keeps every run bit-identical.
 torch.set_num_threads(1)
@@ -109,10 +112,8 @@ def causal_attention(q, k, v):
     with Lq = Lk that is plain causal attention, with Lq = 1 the newest position over all the others."""
     t = lambda z: z.transpose(-3, -2)                                   # heads before positions
     Lq, Lk = q.shape[-3], k.shape[-3]
-    if Lq == Lk:
-        return t(F.scaled_dot_product_attention(t(q), t(k), t(v), is_causal=True))
     mask = None if Lq == 1 else _CAUSAL[Lk - Lq:Lk, :Lk]                # the newest position sees them all
-    return t(F.scaled_dot_product_attention(t(q), t(k), t(v), attn_mask=mask))
+    return t(attend(t(q), t(k), t(v), mask))
 
 
 def extending(cache):
@@ -188,8 +189,12 @@ class TinyLM(nn.Module):
 
     def w(self):
         """{name: view of ``weights``} for every weight (shapes as in ``self.shapes``)."""
+        return self._named(self.weights)
+
+    def _named(self, flat):
+        """{name: view of ``flat``} (a vector laid out as ``weights``)."""
         return {name: part.view(shape) if len(shape) > 1 else part       # 1-d weights need no view
-                for (name, shape), part in zip(self.shapes.items(), self.weights.split(self.sizes))}
+                for (name, shape), part in zip(self.shapes.items(), flat.split(self.sizes))}
 
     def hidden(self, ids, positions=None, attention=None, last=None):
         """Final hidden states (..., L, d) of ids (..., L), or of the last ``last`` positions only.
@@ -197,11 +202,62 @@ class TinyLM(nn.Module):
         positions: (L,) the position of each column, 0..L-1 by default. attention: one function
         per block (see ``block``), causal self-attention by default.
         """
+        if positions is None and attention is None:
+            return self._causal_pass(ids, last, head=False)
         return self._hidden(self.w(), ids, positions, attention, last)
 
     def forward(self, ids, positions=None, attention=None, last=None):
+        if positions is None and attention is None:
+            return self._causal_pass(ids, last, head=True)
         w = self.w()
         return F.linear(self._hidden(w, ids, positions, attention, last), w["head.weight"], w["head.bias"])
+
+    # ------------------------------------------------------------------------- the plain causal pass
+    # Positions 0..L-1 and causal attention: one autograd node (course_utils/causal_pass.py), the same
+    # numbers as the blocks above. A pass without gradient is kept (``_kept``) for the next pass: if
+    # that one asks for a gradient on the same ids and unchanged weights (PPO's first epoch after its
+    # scoring pass), the kept forward serves it and only the backward runs.
+    _kept = None                                    # (_PassKey, version of the outputs, (outputs, saved)) or None
+    _views = None                                                      # (key, w) of the weights as they are
+
+    def _causal_pass(self, ids, last, head):
+        L = ids.shape[-1]
+        if L > MAX_LEN:
+            raise ValueError(f"TinyLM reads at most {MAX_LEN} tokens, got {L}")
+        n = L if last is None else last
+        rows = ids.reshape(-1, L)                                      # (B, L): any leading dimensions
+        kept, self._kept = self._kept, None                            # a kept pass serves the next pass only
+        if torch.is_grad_enabled() and self.weights.requires_grad:
+            serves = (kept is not None and kept[0] == _PassKey(self.weights, rows, n, head)
+                      and kept[2][0]._version == kept[1])                  # its outputs untouched since
+            out = CausalPass.apply(self.weights, self, rows, n, head, kept[2] if serves else None)
+        else:
+            out, saved = self.pass_forward(self.weights, rows, n, head)
+            if self.weights.requires_grad and not torch.is_inference_mode_enabled():
+                self._kept = (_PassKey(self.weights, rows, n, head), out._version, (out, saved))
+        return out.view(*ids.shape[:-1], n, out.shape[-1])
+
+    def pass_forward(self, weights, ids, last, head):
+        """causal_pass.forward with ``weights`` (laid out as ``self.weights``): (outputs, saved) of ids (B, L)."""
+        return causal_pass.forward(self._weight_views(weights), ids, self.n_heads, self.n_layers, last, head,
+                                   _CAUSAL[:ids.shape[1], :ids.shape[1]])
+
+    def pass_backward(self, weights, grad, saved, grad_out):
+        """causal_pass.backward: the flat gradient written into ``grad``."""
+        causal_pass.backward(self._weight_views(weights), self._named(grad), saved, grad_out)
+
+    def _weight_views(self, wt):
+        """``_named(wt)`` without autograd, made once per version of ``wt`` (an optimizer step or a
+        load changes the version)."""
+        key = (wt, wt._version, wt.data_ptr(), wt.dtype)
+        if self._views is None or self._views[0][0] is not wt or self._views[0][1:] != key[1:]:
+            with torch.no_grad():
+                self._views = (key, self._named(wt.detach()))
+        return self._views[1]
+
+    def __getstate__(self):                                           # copies and pickles carry no caches
+        state = super().__getstate__()
+        return {**state, "_kept": None, "_views": None}
 
     def _hidden(self, w, ids, positions, attention, last):
         if positions is None:
@@ -215,6 +271,19 @@ class TinyLM(nn.Module):
         for i, attend in enumerate(attention or [causal_attention] * n):
             x = block(x, w, f"blocks.{i}.", self.n_heads, attend, last if i == n - 1 else None)
         return F.layer_norm(x, (self.d_model,), w["ln_f.weight"], w["ln_f.bias"])
+
+
+class _PassKey:
+    """What must be equal for a kept pass to serve another: the same weights tensor at the same
+    version (no step or load since), the same ids (by value), n and head."""
+
+    def __init__(self, weights, rows, n, head):
+        self.weights, self.version, self.rows, self.n, self.head = weights, weights._version, rows.clone(), n, head
+
+    def __eq__(self, other):
+        return (self.weights is other.weights and self.version == other.version and self.n == other.n
+                and self.head == other.head and self.rows.shape == other.rows.shape
+                and torch.equal(self.rows, other.rows))
 
 
 def _named_state(model, state, prefix, local_metadata):
@@ -306,7 +375,7 @@ def sample(model, prompts, max_new=MAX_NEW, generator=None):
     with torch.inference_mode():                                       # the model's passes: no autograd records
         logits = model(ids, attention=attention, last=1)[:, -1]        # the prompt pass: (B, V)
         for t in range(max_new):
-            nxt = torch.multinomial(F.softmax(_allowed_logits(logits), dim=-1), 1, generator=generator).squeeze(1)
+            nxt = torch.multinomial(softmax(_allowed_logits(logits)), 1, generator=generator).squeeze(1)
             resp[:, t] = nxt.masked_fill_(done, PAD)                   # PAD once a row has ended
             done |= nxt == EOS
             if t + 1 < max_new:                                        # one new position per step

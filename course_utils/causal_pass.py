@@ -1,0 +1,179 @@
+"""TinyLM's plain causal pass as one autograd node, with its backward written out.
+
+``model(ids, last=n)`` over a rollout (what PPO's scoring and epochs run, 11 times an iteration) is
+made of ~40 small operations; as separate autograd nodes each costs more in overhead than in
+arithmetic, and PyTorch's softmax kernels are slow on rows as short as ours (4-15 entries; ~3x slower
+than the same softmax written out, with AVX-512 kernels). Here the whole pass, from the flat weight
+vector to the outputs, is one node (``CausalPass``): its forward runs the blocks of ``tinylm.block``
+with the attention below, and its backward is the chain rule written out layer by layer, giving the
+gradient of the flat vector in one tensor. Checked in double precision against autograd through
+``tinylm.block`` (tests/test_causal_pass.py).
+
+The attention here (``attend``, ``attention_weights``, ``softmax``, ``log_softmax``) is the one definition used by
+every pass: this fused one, ``tinylm.causal_attention`` (sampling, custom attention) and the response tree.
+
+Shapes: B rows of L token ids; the last block computes only the last n positions; d = d_model,
+H heads of size dh = d / H.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+LN_EPS = 1e-5                    # nn.LayerNorm's default, as in the model's layers
+
+
+# ----------------------------------------------------------------------------- softmax and attention
+def softmax(x):
+    """softmax over the last dimension, written out. The max is a constant to autograd (softmax
+    does not depend on it), so the backward is that of exp and a division only."""
+    e = (x - x.amax(dim=-1, keepdim=True).detach()).exp_()
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def log_softmax(x):
+    """log_softmax over the last dimension, written out (the max again a constant to autograd)."""
+    m = x.amax(dim=-1, keepdim=True).detach()
+    return x - (m + (x - m).exp().sum(dim=-1, keepdim=True).log())
+
+
+def mm_t(a, b):
+    """a @ b^T over the leading dimensions: a (..., m, k), b (..., n, k) -> (..., m, n). Both are made
+    contiguous first: for matrices as small as one head's (4-9 x 8), a batched matmul is 2-3x faster
+    in this layout than in the others, more than the copies cost."""
+    return torch.matmul(a.contiguous(), b.contiguous().transpose(-1, -2))
+
+
+def attention_weights(q, k, mask=None):
+    """softmax(q k^T / sqrt(dh) + mask): q (..., Lq, dh), k (..., Lk, dh), mask (Lq, Lk) additive
+    (0 or -inf) or None -> (..., Lq, Lk)."""
+    scores = mm_t(q, k).mul_(1 / math.sqrt(q.shape[-1]))
+    return softmax(scores if mask is None else scores.add_(mask))
+
+
+def attend(q, k, v, mask=None):
+    """Attention: softmax(q k^T / sqrt(dh) + mask) v, q (..., Lq, dh), k and v (..., Lk, dh) -> (..., Lq, dh)."""
+    return mm_t(attention_weights(q, k, mask), v.transpose(-1, -2))
+
+
+# ----------------------------------------------------------------------------- the pass
+def _block_forward(x, w, b, H, n, mask):
+    """One block (as ``tinylm.block``) on x (B, L, d), outputs of the last n positions (B, n, d),
+    and what its backward needs."""
+    B, L, d = x.shape
+    h1, mu1, rs1 = torch.native_layer_norm(x, (d,), w[b + "ln1.weight"], w[b + "ln1.bias"], LN_EPS)
+    qkv = F.linear(h1, w[b + "qkv.weight"], w[b + "qkv.bias"])                   # (B, L, 3d)
+    qkv = qkv.view(B, L, 3, H, d // H).permute(2, 0, 3, 1, 4).contiguous()      # (3, B, H, L, dh)
+    q, k, v = qkv[0, :, :, L - n:], qkv[1], qkv[2]
+    p = attention_weights(q, k, mask)                                           # (B, H, n, L)
+    o = mm_t(p, v.transpose(-1, -2)).transpose(1, 2).reshape(B, n, d)          # heads side by side
+    x1 = x[:, L - n:] + F.linear(o, w[b + "proj.weight"], w[b + "proj.bias"])
+    h2, mu2, rs2 = torch.native_layer_norm(x1, (d,), w[b + "ln2.weight"], w[b + "ln2.bias"], LN_EPS)
+    u = F.linear(h2, w[b + "mlp.0.weight"], w[b + "mlp.0.bias"])                # (B, n, 4d)
+    a = F.gelu(u)
+    x2 = x1 + F.linear(a, w[b + "mlp.2.weight"], w[b + "mlp.2.bias"])
+    return x2, (x, h1, mu1, rs1, qkv, p, o, x1, h2, mu2, rs2, u, a)
+
+
+def _linear_backward(dy, x, w, g, name):
+    """y = x W^T + b: writes dL/dW and dL/db into g (views of the flat gradient), returns dL/dx.
+    dy (N, out), x (N, in)."""
+    torch.mm(dy.t(), x, out=g[name + ".weight"])
+    torch.sum(dy, 0, out=g[name + ".bias"])
+    return dy.mm(w[name + ".weight"])
+
+
+def _layer_norm_backward(dy, x, mu, rs, w, g, name):
+    """dL/dx of a LayerNorm, writing its weight's and bias's gradients into g."""
+    dx, dw, db = torch.ops.aten.native_layer_norm_backward(dy, x, (x.shape[-1],), mu, rs, w[name + ".weight"],
+                                                           w[name + ".bias"], [True, True, True])
+    g[name + ".weight"].copy_(dw)
+    g[name + ".bias"].copy_(db)
+    return dx
+
+
+def _block_backward(dx2, saved, w, g, b):
+    """dL/dx (B, L, d) of one block from dL/d(its output) (B, n, d); its weights' gradients go into g."""
+    x, h1, mu1, rs1, qkv, p, o, x1, h2, mu2, rs2, u, a = saved
+    B, L, d = x.shape
+    n, H, dh = dx2.shape[1], qkv.shape[2], qkv.shape[4]
+    flat = lambda t: t.reshape(-1, t.shape[-1])
+    # MLP: x2 = x1 + gelu(h2 W1^T + b1) W2^T + b2
+    da = _linear_backward(flat(dx2), flat(a), w, g, b + "mlp.2")
+    du = torch.ops.aten.gelu_backward(da, flat(u))
+    dh2 = _linear_backward(du, flat(h2), w, g, b + "mlp.0")
+    dx1 = dx2 + _layer_norm_backward(dh2.view(B, n, d), x1, mu2, rs2, w, g, b + "ln2")
+    # attention: x1 = x[:, L-n:] + o Wp^T + bp, o = p v (heads side by side), p = softmax(q k^T / sqrt(dh) + mask)
+    do = _linear_backward(flat(dx1), flat(o), w, g, b + "proj").view(B, n, H, dh).transpose(1, 2)
+    q, k, v = qkv[0, :, :, L - n:], qkv[1], qkv[2]
+    dp = mm_t(do, v)                                                            # (B, H, n, L)
+    ds = p * (dp - (dp * p).sum(dim=-1, keepdim=True)) / math.sqrt(dh)          # softmax's backward
+    dqkv = torch.zeros_like(qkv) if n < L else torch.empty_like(qkv)           # the first L-n have no query
+    dqkv[0, :, :, L - n:] = mm_t(ds, k.transpose(-1, -2))
+    dqkv[1] = mm_t(ds.transpose(-1, -2), q.transpose(-1, -2))
+    dqkv[2] = mm_t(p.transpose(-1, -2), do.transpose(-1, -2))
+    dqkv = dqkv.permute(1, 3, 0, 2, 4).reshape(B * L, 3 * d)                   # back to (B L, 3d)
+    dh1 = _linear_backward(dqkv, flat(h1), w, g, b + "qkv")
+    dx = _layer_norm_backward(dh1.view(B, L, d), x, mu1, rs1, w, g, b + "ln1")
+    dx[:, L - n:] += dx1                                                        # the residual
+    return dx
+
+
+def forward(w, ids, n_heads, n_layers, last, head, mask):
+    """The plain causal pass: ids (B, L) -> final hidden states (B, n, d), or logits (B, n, V) with
+    ``head``; n = ``last``. Returns (outputs, what ``backward`` needs). mask (L, L) is the causal mask."""
+    L = ids.shape[1]
+    x = F.embedding(ids, w["tok.weight"]) + w["pos.weight"][:L]
+    blocks = []
+    for i in range(n_layers):
+        x, saved = _block_forward(x, w, f"blocks.{i}.", n_heads, last if i == n_layers - 1 else L,
+                                  mask[L - last:] if i == n_layers - 1 else mask)
+        blocks.append(saved)
+    d = x.shape[-1]
+    hf, muf, rsf = torch.native_layer_norm(x, (d,), w["ln_f.weight"], w["ln_f.bias"], LN_EPS)
+    out = F.linear(hf, w["head.weight"], w["head.bias"]) if head else hf
+    return out, (ids, blocks, x, hf, muf, rsf, head)
+
+
+def backward(w, g, saved, grad_out):
+    """The gradient of the flat weight vector, written into g (named views of it: ``w``'s names) from
+    dL/d(outputs) ``grad_out``. Weights the pass does not use (a head it did not apply) get 0."""
+    ids, blocks, x, hf, muf, rsf, head = saved
+    B, n, d = hf.shape
+    if head:
+        dhf = _linear_backward(grad_out.reshape(B * n, -1), hf.view(B * n, d), w, g, "head").view(B, n, d)
+    else:
+        g["head.weight"].zero_(), g["head.bias"].zero_()
+        dhf = grad_out
+    dx = _layer_norm_backward(dhf, x, muf, rsf, w, g, "ln_f")
+    for i in reversed(range(len(blocks))):
+        dx = _block_backward(dx, blocks[i], w, g, f"blocks.{i}.")
+    L = ids.shape[1]
+    g["tok.weight"].zero_().index_add_(0, ids.flatten(), dx.reshape(B * L, d))
+    pos = g["pos.weight"].zero_()
+    torch.sum(dx, 0, out=pos[:L])
+
+
+class CausalPass(torch.autograd.Function):
+    """The pass as one autograd node: ``CausalPass.apply(weights, model, ids, last, head, done)``.
+
+    weights: the model's flat parameter; model: its TinyLM (names and shapes of the views); ids (B, L)
+    long; last: n; head: logits if True, else final hidden states. ``done``: None, or the (outputs,
+    saved) of ``forward`` already run on these very weights and ids (a pass without gradient that the
+    model kept, see ``TinyLM``): then the forward is not run again.
+    """
+
+    @staticmethod
+    def forward(ctx, weights, model, ids, last, head, done):
+        out, saved = model.pass_forward(weights, ids, last, head) if done is None else (done[0].clone(), done[1])
+        ctx.model, ctx.saved = model, saved
+        ctx.save_for_backward(weights)                  # autograd's check that no step changed them since
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        weights, = ctx.saved_tensors
+        grad = torch.empty_like(weights)
+        ctx.model.pass_backward(weights, grad, ctx.saved, grad_out)
+        return grad, None, None, None, None, None

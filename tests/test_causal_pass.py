@@ -1,0 +1,101 @@
+"""course_utils.causal_pass: TinyLM's plain causal pass as one autograd node, checked against autograd
+through ``tinylm.block`` (double precision), and the kept scoring pass that serves PPO's first epoch."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course_utils import causal_pass
+from course_utils.ppo_helpers import ValueModel
+from course_utils.tinylm import MAX_LEN, VOCAB_SIZE, TinyLM, block, load_sft
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return TinyLM(d_model=8, n_heads=2, n_layers=2).double()   # small enough for gradcheck; two blocks: the last
+                                                               # computes only the last n positions
+
+
+def composed(model, weights, ids, last, head):
+    """The same pass as separate autograd operations: the blocks of tinylm.block."""
+    w = model._named(weights)
+    x = F.embedding(ids, w["tok.weight"]) + w["pos.weight"][:ids.shape[1]]
+    for i in range(model.n_layers):
+        x = block(x, w, f"blocks.{i}.", model.n_heads, last=last if i == model.n_layers - 1 else None)
+    h = F.layer_norm(x, (model.d_model,), w["ln_f.weight"], w["ln_f.bias"])
+    return F.linear(h, w["head.weight"], w["head.bias"]) if head else h
+
+
+def fused(model, weights, ids, last, head):
+    return causal_pass.CausalPass.apply(weights, model, ids, last, head, None)
+
+
+CASES = [(MAX_LEN - 1, True), (4, True), (4, False), (1, True)]
+
+
+@pytest.mark.parametrize("last, head", CASES)
+def test_forward_and_gradient_match_autograd_through_block(model, last, head):
+    ids = torch.randint(0, VOCAB_SIZE, (3, MAX_LEN - 1), generator=torch.Generator().manual_seed(1))
+    weights = model.weights.detach().clone().requires_grad_()
+    a, b = fused(model, weights, ids, last, head), composed(model, weights, ids, last, head)
+    assert torch.allclose(a, b, rtol=0, atol=1e-12)
+    g = torch.randn(a.shape, dtype=a.dtype, generator=torch.Generator().manual_seed(2))
+    ga, = torch.autograd.grad((a * g).sum(), weights)
+    gb, = torch.autograd.grad((b * g).sum(), weights)
+    assert torch.allclose(ga, gb, rtol=0, atol=1e-12)
+
+
+def test_gradcheck(model):
+    ids = torch.randint(0, VOCAB_SIZE, (2, 6), generator=torch.Generator().manual_seed(3))
+    weights = model.weights.detach().clone().requires_grad_()
+    assert torch.autograd.gradcheck(lambda wt: fused(model, wt, ids, 3, True), (weights,), eps=1e-6, atol=1e-6)
+
+
+def test_gradcheck_catches_a_wrong_backward(model, monkeypatch):
+    """Control: the backward scaled by 1.01 fails the same gradcheck."""
+    right = causal_pass.backward
+
+    def scaled(w, g, saved, grad_out):
+        right(w, g, saved, grad_out)
+        for part in g.values():
+            part.mul_(1.01)
+    monkeypatch.setattr(causal_pass, "backward", scaled)
+    ids = torch.randint(0, VOCAB_SIZE, (2, 6), generator=torch.Generator().manual_seed(3))
+    weights = model.weights.detach().clone().requires_grad_()
+    assert not torch.autograd.gradcheck(lambda wt: fused(model, wt, ids, 3, True), (weights,), eps=1e-6,
+                                        atol=1e-6, raise_exception=False)
+
+
+def grads_of_first_epoch(score_first):
+    """The policy's and critic's gradients of one PPO-like first epoch, with or without the no-grad
+    scoring pass before it (which the epoch then reuses)."""
+    sft = load_sft()
+    policy, critic = TinyLM(), ValueModel(sft)
+    policy.load_state_dict(sft.state_dict())
+    ids = torch.randint(0, VOCAB_SIZE - 2, (16, MAX_LEN - 1), generator=torch.Generator().manual_seed(4))
+    if score_first:
+        with torch.no_grad():
+            policy(ids, last=4), critic.body.hidden(ids, last=4)
+    (policy(ids, last=4).square().sum() + critic.body.hidden(ids, last=4).square().sum()).backward()
+    return policy.weights.grad, critic.body.weights.grad, policy._kept, critic.body._kept
+
+
+def test_the_kept_scoring_pass_gives_the_same_gradients_bit_for_bit():
+    with_kept, without = grads_of_first_epoch(True), grads_of_first_epoch(False)
+    assert torch.equal(with_kept[0], without[0]) and torch.equal(with_kept[1], without[1])
+    assert with_kept[2] is None and with_kept[3] is None, "a kept pass serves one pass only"
+
+
+def test_a_kept_pass_does_not_serve_changed_weights_or_ids():
+    torch.manual_seed(5)
+    m = TinyLM()
+    ids = torch.randint(0, VOCAB_SIZE, (4, MAX_LEN - 1))
+    with torch.no_grad():
+        m(ids, last=4)
+        m.weights.add_(0.1)                                       # as an optimizer step does
+    assert m(ids, last=4).detach().equal(composed(m, m.weights, ids, 4, True).detach())
+    with torch.no_grad():
+        m(ids, last=4)
+    other = ids.flip(0)
+    assert m(other, last=4).detach().equal(composed(m, m.weights, other, 4, True).detach())
