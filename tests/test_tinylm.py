@@ -147,7 +147,8 @@ def _multinomial_sample(model, prompts, generator=None):
 
 def test_sample_draws_what_multinomial_draws(sft):
     """sample draws as torch.multinomial does (its own noise, without its checks): the same tokens from
-    the same RNG state, with a generator or the global RNG."""
+    the same RNG state, with a generator or the global RNG. (Pinned to torch 2.13's multinomial: if a torch
+    release draws otherwise, sample still draws from p, but no longer the tokens runs drew before.)"""
     prompts = ALL_PROMPTS * 5
     for seed in range(3):
         got = sample(sft, prompts, generator=torch.Generator().manual_seed(seed))["ids"][:, PROMPT_LEN:]
