@@ -204,13 +204,21 @@ class TinyLM(nn.Module):
         """
         if positions is None and attention is None:
             return self._causal_pass(ids, last, head=False)
-        return self._hidden(self.w(), ids, positions, attention, last)
+        return self._hidden(self._pass_weights(), ids, positions, attention, last)
 
     def forward(self, ids, positions=None, attention=None, last=None):
         if positions is None and attention is None:
             return self._causal_pass(ids, last, head=True)
-        w = self.w()
+        w = self._pass_weights()
         return F.linear(self._hidden(w, ids, positions, attention, last), w["head.weight"], w["head.bias"])
+
+    def _pass_weights(self):
+        """The named weights for a pass with positions or attention given: ``w()`` (views autograd
+        follows) if a gradient may flow, else the views kept since the last step (as sampling's passes
+        use them: splitting the vector anew costs more than a one-position pass's arithmetic)."""
+        if torch.is_grad_enabled() and self.weights.requires_grad:
+            return self.w()
+        return self._weight_views(self.weights)
 
     # ------------------------------------------------------------------------- the plain causal pass
     # Positions 0..L-1 and causal attention: one autograd node (course_utils/causal_pass.py), the same
@@ -366,6 +374,8 @@ def sample(model, prompts, max_new=MAX_NEW, generator=None):
     _check_model(model, "sample")
     if not 1 <= max_new <= MAX_NEW:
         raise ValueError(f"max_new must be between 1 and {MAX_NEW}, got {max_new}")
+    if not torch.isfinite(model.weights).all():                        # what multinomial's checks would catch
+        raise ValueError("sample: the model's weights hold nan or inf (did training diverge?)")
     was_training = model.training
     model.eval()
     ids, L = encode_prompts(prompts)
@@ -375,7 +385,10 @@ def sample(model, prompts, max_new=MAX_NEW, generator=None):
     with torch.inference_mode():                                       # the model's passes: no autograd records
         logits = model(ids, attention=attention, last=1)[:, -1]        # the prompt pass: (B, V)
         for t in range(max_new):
-            nxt = torch.multinomial(softmax(_allowed_logits(logits)), 1, generator=generator).squeeze(1)
+            # torch.multinomial(p, 1)'s own draw (argmax of p / Exp(1) noise: the same tokens from the same
+            # RNG state), without its checks of p, which cost two .item() syncs a step
+            p = softmax(_allowed_logits(logits))                                        # (B, V)
+            nxt = p.div_(torch.empty_like(p).exponential_(generator=generator)).argmax(dim=1)
             resp[:, t] = nxt.masked_fill_(done, PAD)                   # PAD once a row has ended
             done |= nxt == EOS
             if t + 1 < max_new:                                        # one new position per step

@@ -126,6 +126,48 @@ def test_sample_is_reproducible_from_manual_seed(sft):
     assert torch.equal(a["ids"], b["ids"])
 
 
+def _multinomial_sample(model, prompts, generator=None):
+    """What ``sample`` draws, by torch.multinomial: the same cached passes, one token a step."""
+    from course_utils.causal_pass import softmax
+    from course_utils.tinylm import extending
+    ids, L = encode_prompts(prompts)
+    forbid = torch.zeros(VOCAB_SIZE)
+    forbid[NEVER_SAMPLED] = float("-inf")
+    attention, cols, done = [extending([])], [], torch.zeros(len(prompts), dtype=torch.bool)
+    with torch.no_grad():
+        logits = model(ids, attention=attention, last=1)[:, -1]
+        for t in range(MAX_NEW):
+            p = softmax(logits + forbid)                          # sample's softmax: the same p
+            nxt = torch.multinomial(p, 1, generator=generator).squeeze(1).masked_fill(done, PAD)
+            done |= nxt == EOS
+            cols.append(nxt)
+            logits = model(nxt[:, None], positions=torch.tensor([L + t]), attention=attention)[:, -1]
+    return torch.stack(cols, 1)
+
+
+def test_sample_draws_what_multinomial_draws(sft):
+    """sample draws as torch.multinomial does (its own noise, without its checks): the same tokens from
+    the same RNG state, with a generator or the global RNG. (Pinned to torch 2.13's multinomial: if a torch
+    release draws otherwise, sample still draws from p, but no longer the tokens runs drew before.)"""
+    prompts = ALL_PROMPTS * 5
+    for seed in range(3):
+        got = sample(sft, prompts, generator=torch.Generator().manual_seed(seed))["ids"][:, PROMPT_LEN:]
+        assert torch.equal(got, _multinomial_sample(sft, prompts, torch.Generator().manual_seed(seed)))
+        torch.manual_seed(seed)
+        got = sample(sft, prompts)["ids"][:, PROMPT_LEN:]
+        torch.manual_seed(seed)
+        assert torch.equal(got, _multinomial_sample(sft, prompts))
+
+
+def test_sample_refuses_a_diverged_model(sft):
+    model = TinyLM()
+    model.load_state_dict(sft.state_dict())
+    with torch.no_grad():
+        model.weights[7] = float("nan")
+    with pytest.raises(ValueError, match="nan or inf"):
+        sample(model, ["1+1="])
+
+
 def test_sample_restores_training_mode(sft):
     model = TinyLM()
     model.train()
