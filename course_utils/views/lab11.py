@@ -49,7 +49,7 @@ def _heatmap(ax, data, title, **kwargs):
     ax.set_yticks(range(VOCAB_SIZE), LABELS, fontsize=7)
     ax.set_xlabel("second token y2", fontsize=8)
     ax.set_ylabel("first token y1", fontsize=8)
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title, fontsize=9, y=1.0)     # y given: no automatic title placement (slow)
     return im
 
 
@@ -146,8 +146,8 @@ class TemperatureView(View):
         ax3.set_xlabel("temperature T")
         ax3.set_ylabel("entropy (nats)")
         ax3.legend(fontsize=8, loc="upper left")
-        ax3.set_title("entropy of pi_T", fontsize=9)
-        ax1.set_title(f"next token pi_T(y1 | {self.prompt}) at T = 1", fontsize=9)
+        ax3.set_title("entropy of pi_T", fontsize=9, y=1.0)
+        ax1.set_title(f"next token pi_T(y1 | {self.prompt}) at T = 1", fontsize=9, y=1.0)
         self.frame = FastFigure(self.fig, [*self.bars, ax1.title, self.image, self.markers, self.vline])
 
     def distributions(self, temperature):
@@ -182,7 +182,7 @@ class TemperatureView(View):
         self.sampled = self.samples(temperature)
         for bar, p in zip(self.bars, first):
             bar.set_height(p)
-        self.ax_bars.set_title(f"next token pi_T(y1 | {self.prompt}) at T = {temperature:g}", fontsize=9)
+        self.ax_bars.set_title(f"next token pi_T(y1 | {self.prompt}) at T = {temperature:g}", fontsize=9, y=1.0)
         self.image.set_data(_log_probs_image(pair))
         self.markers.set_data([temperature, temperature], list(self.h))
         self.vline.set_xdata([temperature, temperature])
@@ -270,7 +270,7 @@ class BetaView(View):
         finite = self.curves[np.isfinite(self.curves)]
         c.set_ylim(min(-0.05, finite.min() - 0.05), max(1.1, finite.max() + 0.05))
         c.legend(fontsize=8, loc="upper right")
-        c.set_title("E[r] = 0.000   KL = 0.000   J = 0.000", fontsize=9)
+        c.set_title("E[r] = 0.000   KL = 0.000   J = 0.000", fontsize=9, y=1.0)
         self.ax_curves = c
         self.frame = FastFigure(self.fig, [self.image, ax[2].title, self.dots, self.vline, c.title])
 
@@ -284,10 +284,10 @@ class BetaView(View):
         self.beta, self.pi_star = beta, self._scores[round(beta, 9)][0]
         mean_r, kl, J, _ = self.values
         self.image.set_data(_log_probs_image(self.pi_star))
-        self.image.axes.set_title(f"log10 pi* at beta = {beta:.3g}", fontsize=9)
+        self.image.axes.set_title(f"log10 pi* at beta = {beta:.3g}", fontsize=9, y=1.0)
         self.dots.set_data([beta] * 3, [mean_r, kl, J])
         self.vline.set_xdata([beta, beta])
-        self.ax_curves.set_title(f"E[r] = {mean_r:.3f}   KL = {kl:.3f}   J = {J:.3f}", fontsize=9)
+        self.ax_curves.set_title(f"E[r] = {mean_r:.3f}   KL = {kl:.3f}   J = {J:.3f}", fontsize=9, y=1.0)
         return self.frame.png()
 
     def alt(self):
@@ -456,7 +456,7 @@ class SoftValueView(View):
         ax1.set_ylim(0, 1.05)
         ax1.set_ylabel("probability of the first token")
         ax1.legend(fontsize=8, loc="upper right")
-        ax1.set_title("pi*(y1) at beta = 1", fontsize=9)
+        ax1.set_title("pi*(y1) at beta = 1", fontsize=9, y=1.0)
         name = LABELS[self.token]
         for i, (curve, key, label) in enumerate(((self.V0_curve, "V0", "V0 = beta log Z"),
                                                  (self.V_curve, "V", f"V({name})"))):
@@ -472,7 +472,7 @@ class SoftValueView(View):
         ax2.set_ylabel("soft value")
         ax2.legend(fontsize=8, loc="lower left", title="dashed: E_ref[r], dotted: best reachable r",
                    title_fontsize=8)
-        ax2.set_title("soft values against beta", fontsize=9)
+        ax2.set_title("soft values against beta", fontsize=9, y=1.0)
         self.ax_bars = ax1
         self.frame = FastFigure(self.fig, [*self.bars, ax1.title, self.dots, self.vline])
 
@@ -487,7 +487,7 @@ class SoftValueView(View):
         self.gap = self.max_gap(beta)
         for bar, p in zip(self.bars, self.first_star):
             bar.set_height(p)
-        self.ax_bars.set_title(f"pi*(y1) at beta = {beta:.3g}", fontsize=9)
+        self.ax_bars.set_title(f"pi*(y1) at beta = {beta:.3g}", fontsize=9, y=1.0)
         self.dots.set_data([beta, beta], [self.V0, self.V[self.token]])
         self.vline.set_xdata([beta, beta])
         return self.frame.png()
