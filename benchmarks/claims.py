@@ -101,7 +101,7 @@ CLAIMS = (
     # ------------------------------------------------------------------ Lab 12
     C("lab12", "It was trained by supervised fine-tuning (SFT) on sloppy demonstrations, so it is often right, sometimes "
       "wrong, and sometimes answers nothing at all.", T + "test_sft_is_right_about_three_times_in_four"),
-    C("lab12", "Each run (120 iterations of 64 prompts) takes about 2.3 s of CPU on the course's test machine, about 5 s "
+    C("lab12", "Each run (120 iterations of 64 prompts) takes about 3 s of CPU on the course's test machine, about 7 s "
       "on an older laptop", MEASURED + "bench.ppo_run", MEASURED + "bench.ppo_run.slow"),
     C("lab12", "Reason: `DigitRM` is linear in the digit counts with every weight positive", "lab12.reward_model.sign"),
     C("lab12", "Once blanks are gone, the only way left to raise the RM score is to add digits, which the labeler does "
@@ -237,7 +237,7 @@ CLAIMS = (
       "first iterations)", H + "kl_jump", H + "value_loss"),
     C("lab12", "the entropies (B's lower than A's: less exploration)", H + "sharper"),
     # ------------------------------------------------------------------ Lab 13
-    C("lab13", "Five runs: about 37 s of CPU on the course's test machine, about 66 s on an older laptop.",
+    C("lab13", "Five runs: about 24 s of CPU on the course's test machine, about 53 s on an older laptop.",
       MEASURED + "bench.lab13_experiment_1", MEASURED + "bench.lab13_experiment_1.slow"),
     C("lab13", "GRPO with the KL in the reward lands next to $\\pi^*_{RM}$, as Lab 12's PPO does",
       "lab13.grpo.lands", "beyond.optima.ppo_near_opt"),
@@ -250,7 +250,7 @@ CLAIMS = (
     C("lab13", "With $k_3$ in the loss the policy as written in Task 4 does not land near $\\pi^*_{RM}$, and without "
       "the std scaling it does not land near it either", "lab13.grpo.lands", "lab13.grpo.mean_only_lands"),
     # ------------------------------------------------------------------ start here
-    C("start", "The whole notebook takes about 1.6 s of CPU on the course's test machine (about 3 s on an older laptop)",
+    C("start", "The whole notebook takes about 1.2 s of CPU on the course's test machine (about 2 s on an older laptop)",
       MEASURED + "bench.run_all_start_here", MEASURED + "bench.run_all_start_here.slow"),
     C("start", "a one-layer transformer of about 14 000 parameters", T + "test_tinylm_has_about_14000_parameters"),
     C("start", "So the SFT model adds well, but not perfectly.", "tests/test_sft.py::test_sft_adds_well_but_not_perfectly"),
@@ -260,7 +260,7 @@ CLAIMS = (
       "tests/test_lab11_views.py::test_views_use_only_seeded_randomness",
       "tests/test_tinylm.py::test_sample_is_reproducible_from_a_generator"),
     # ------------------------------------------------------------------ Beyond PPO
-    C("beyond", "*Run All* reads them: about 7 s of CPU on the course's test machine, about 15 s on an older laptop.",
+    C("beyond", "*Run All* reads them: about 8 s of CPU on the course's test machine, about 17 s on an older laptop.",
       MEASURED + "bench.run_all_beyond", MEASURED + "bench.run_all_beyond.slow"),
     C("beyond", "At $\\beta = 0.05$ the labeler's own optimum answers almost every prompt correctly (gold $\\ge +0.95$), "
       "while the reward model's optimum hacks, far below the SFT model's gold.",
