@@ -35,6 +35,7 @@ VOCAB_SIZE = len(TOKENS)          # V = 15
 PROMPT_LEN = 5                    # [BOS, a, +, b, =]
 MAX_NEW = 4                       # at most 4 response tokens, EOS included
 MAX_LEN = PROMPT_LEN + MAX_NEW    # 9
+KEEP_ROWS = 1024                  # the largest no-gradient pass a model keeps for its next pass (see _causal_pass)
 NEVER_SAMPLED = [BOS, PAD]        # the model may emit the other 13 tokens:
 RESPONSE_TOKENS = [t for t in range(VOCAB_SIZE) if t not in NEVER_SAMPLED]   # digits, +, =, EOS
 
@@ -224,7 +225,9 @@ class TinyLM(nn.Module):
     # Positions 0..L-1 and causal attention: one autograd node (course_utils/causal_pass.py), the same
     # numbers as the blocks above. A pass without gradient is kept (``_kept``) for the next pass: if
     # that one asks for a gradient on the same ids and unchanged weights (PPO's first epoch after its
-    # scoring pass), the kept forward serves it and only the backward runs.
+    # scoring pass), the kept forward serves it and only the backward runs. Only a pass of at most
+    # KEEP_ROWS rows is kept (PPO's batch is 64): a pass keeps about 22 MB of activations per thousand
+    # rows, and a trained policy would otherwise hold its last evaluation pass for as long as it lives.
     _kept = None                                    # (_PassKey, version of the outputs, (outputs, saved)) or None
     _views = None                                                      # (key, w) of the weights as they are
 
@@ -240,8 +243,10 @@ class TinyLM(nn.Module):
                       and kept[2][0]._version == kept[1])                  # its outputs untouched since
             out = CausalPass.apply(self.weights, self, rows, n, head, kept[2] if serves else None)
         else:
+            kept = None                                                # freed before this pass, not after
             out, saved = self.pass_forward(self.weights, rows, n, head)
-            if self.weights.requires_grad and not torch.is_inference_mode_enabled():
+            if (self.weights.requires_grad and not torch.is_inference_mode_enabled()
+                    and rows.shape[0] <= KEEP_ROWS):
                 self._kept = (_PassKey(self.weights, rows, n, head), out._version, (out, saved))
         return out.view(*ids.shape[:-1], n, out.shape[-1])
 

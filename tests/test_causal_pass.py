@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from course_utils import causal_pass
 from course_utils.ppo_helpers import ValueModel
-from course_utils.tinylm import MAX_LEN, VOCAB_SIZE, TinyLM, block, load_sft
+from course_utils.tinylm import KEEP_ROWS, MAX_LEN, VOCAB_SIZE, TinyLM, block, load_sft
 
 
 @pytest.fixture(scope="module")
@@ -99,3 +99,15 @@ def test_a_kept_pass_does_not_serve_changed_weights_or_ids():
         m(ids, last=4)
     other = ids.flip(0)
     assert m(other, last=4).detach().equal(composed(m, m.weights, other, 4, True).detach())
+
+
+def test_a_big_pass_without_gradient_is_not_kept():
+    """A trained policy's last evaluation pass (thousands of rows) must not stay alive with it."""
+    m = TinyLM()
+    small = torch.randint(0, VOCAB_SIZE, (KEEP_ROWS, MAX_LEN - 1), generator=torch.Generator().manual_seed(6))
+    big = torch.randint(0, VOCAB_SIZE, (KEEP_ROWS + 1, MAX_LEN - 1), generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        m(small, last=4)
+        assert m._kept is not None, "a pass of PPO's size is kept for the next pass"
+        m(big, last=4)
+    assert m._kept is None, "a pass of more than KEEP_ROWS rows is kept"
