@@ -16,7 +16,7 @@ backed`` first (before the run: quotes found, backings named) and again with its
 tests/test_claims.py fails when a quote no longer appears in its notebook or a backing names nothing.
 
 This module imports nothing of science.py: science.py passes it the criteria's names and the run's
-results (bench_figures imports benchmarks.figures, and so science, when a check asks for them).
+results (the names of quoted figures of time come from benchmarks/quoted.py).
 
 Quotes are matched with whitespace collapsed (a re-wrapped line is the same sentence); ``$...$`` is
 kept as written. A quote may be a whole sentence or the clause of one that carries the claim.
@@ -32,6 +32,7 @@ import tempfile
 from pathlib import Path
 from xml.etree import ElementTree
 
+from benchmarks import quoted
 from course_staff.course import LABS, REPO
 
 # the notebooks whose sentences the ledger holds: every lab's source, and the two companions
@@ -389,9 +390,8 @@ def unknown_backings(names, claims=CLAIMS, root=REPO):
 def bench_figures():
     """The names of the figures of time that benchmarks/figures.py renders from benchmarks/results/bench.json
     ("bench.ppo_run", "bench.ppo_run.slow", ...): a timing sentence's ``measured:`` backings, each quoted
-    within its band (figures.BANDS, tests/test_figures.py). Imported when asked: figures imports science."""
-    from benchmarks import figures
-    return {key for key, (name, _) in figures.FIGURES.items() if name == "bench.json"}
+    within its band (figures.BANDS, tests/test_figures.py)."""
+    return quoted.names()
 
 
 def run_tests(node_ids, root=REPO):

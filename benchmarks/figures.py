@@ -20,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-from benchmarks import bench, bench_class, science
+from benchmarks import bench, bench_class, quoted, science
 from benchmarks.provenance import REPO, results, stale_report
 from course_staff.course import LABS
 
@@ -85,18 +85,11 @@ def _class_cpu(data, each=False):
 
 # the timing sentences students, TAs and README read: each figure here (bench.KEY), under
 # ATEN_CPU_CAPABILITY=default (bench.KEY.default) and what a slow laptop takes (bench.KEY.slow)
-KINDS = ("", ".default", ".slow")
 TIMINGS = {
-    **{f"bench.{key}{kind}": ("bench.json", _seconds(what, kind, digits)) for kind in KINDS
-       for key, what, digits in (("ppo_run", "one PPO run (", 1), ("lab13_experiment_1", "Lab 13 Experiment 1", 0),
-                                 ("run_all_lab11", "Run All lab11 (fresh kernel)", 0),
-                                 ("run_all_lab12", "Run All lab12 (fresh kernel)", 0),
-                                 ("run_all_lab13", "Run All lab13 (fresh kernel)", 0),
-                                 ("run_all_start_here", "Run All 00_start_here (fresh kernel)", 1),
-                                 ("run_all_beyond", "Run All beyond_ppo (fresh kernel)", 0),
-                                 *((f"autograde_{lab}", f"autograde {lab}:", 1) for lab in LABS))},
-    **{f"bench.run_all_longest{kind}": ("bench.json", _longest("Run All {lab} (fresh kernel)", kind)) for kind in KINDS},
-    **{f"bench.autograde_longest{kind}": ("bench.json", _longest("autograde {lab}:", kind, 1)) for kind in KINDS},
+    **{f"bench.{key}{kind}": ("bench.json", _seconds(what, kind, digits)) for kind in quoted.KINDS
+       for key, (what, digits) in quoted.ROWS.items()},
+    **{f"bench.{key}{kind}": ("bench.json", _longest(what, kind, digits)) for kind in quoted.KINDS
+       for key, (what, digits) in quoted.LONGEST.items()},
 }
 
 # key -> (results file, render(data) -> text)
