@@ -378,7 +378,12 @@ print(json.dumps({{"first": first, "cpu": cpu, "prepare": prepare, "gc": gc_cpu,
 
 def fresh_first_draw(lab, setup, view, positions):
     """{first, cpu, prepare, gc, moves} in seconds: one slider timed in a fresh process (see SLIDERS)."""
-    code = _FRESH_DRAW.format(lab=lab, setup=setup, view=view, positions=positions, calls=SLIDER_CALLS)
+    return fresh_process(_FRESH_DRAW.format(lab=lab, setup=setup, view=view, positions=positions, calls=SLIDER_CALLS))
+
+
+def fresh_process(code):
+    """The JSON that ``code`` prints last, run in a fresh Python process at the repository's root (outside
+    grading: NBGRADER_EXECUTION left out). RuntimeError with its last line of error if it fails."""
     env = {k: v for k, v in os.environ.items() if k != "NBGRADER_EXECUTION"}
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(REPO), env=env)
     if res.returncode:
@@ -431,12 +436,7 @@ print(json.dumps({{"cpu": cpu(t1) - cpu(t0), "wall": wall}}))
 def fresh_cell(lab, cell):
     """{cpu, wall} in seconds of one cell's code run in a fresh process after the lab's definitions
     (CPU: the process's and its reaped children's)."""
-    env = {k: v for k, v in os.environ.items() if k != "NBGRADER_EXECUTION"}
-    res = subprocess.run([sys.executable, "-c", _FRESH_CELL.format(lab=lab, cell=cell)], capture_output=True,
-                         text=True, cwd=str(REPO), env=env)
-    if res.returncode:
-        raise RuntimeError(res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"exit {res.returncode}")
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    return fresh_process(_FRESH_CELL.format(lab=lab, cell=cell))
 
 
 def bench_lab13_experiment_1(report, repeats):
