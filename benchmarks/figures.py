@@ -65,6 +65,11 @@ def _minutes(minutes):
     return f"{whole} min {round((minutes - whole) * 60)} s"
 
 
+def _verdict(row):
+    """"within its 15-minute budget" or "over its 15-minute budget" of a timed row in minutes."""
+    return f"{'within' if row['ok'] else 'over'} its {row['budget']:g}-minute budget"
+
+
 def _machine(data):
     """"2-core AMD EPYC" from a results file's machine record."""
     parts = [p.strip() for p in data["machine"].split(";")[0].split(",")]
@@ -98,6 +103,8 @@ FIGURES = {
     "make_test.passed": ("make_test.json", lambda d: re.search(r"\d+ passed", d["rows"][0]["note"]).group(0)),
     "make_test.machine": ("make_test.json", _machine),
     "make_test.load": ("make_test.json", lambda d: f"{d['load'][0]:.1f}"),
+    "make_test.verdict": ("make_test.json", lambda d: _verdict(_the_row(d, "`make test`"))),
+    "make_test.fast": ("make_test.json", lambda d: _minutes(_row(d, "`make test-fast`"))),
     **TIMINGS,
     "bench_class.cpu": ("bench_class.json", _class_cpu),
     "bench_class.cpu_each": ("bench_class.json", lambda d: _class_cpu(d, each=True)),

@@ -1,7 +1,7 @@
 """The cache of Beyond PPO's experiment (course_staff.beyond.experiment), and its table.
 
     res = results()              # read from course_staff/beyond/data/beyond_ppo_results.json when current,
-                                 # otherwise computed again (a few minutes) and written there
+                                 # otherwise computed again (the cache records the CPU seconds) and written there
     print(table(res))            # one row per beta and policy
 
     python -m course_staff.beyond.results --rebuild      # train everything again
@@ -70,12 +70,20 @@ def load_cache(path=CACHE_PATH):
     return res if res.get("fingerprint") == fingerprint() else None
 
 
+def _last_build(path):
+    """What the cache at ``path`` took to build, as a clause ("" when there is none to read)."""
+    try:
+        return f"the last build took {json.loads(Path(path).read_text())['seconds']['cpu']:.0f} s of CPU; "
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+
+
 def results(path=CACHE_PATH, rebuild=False):
     """The results of ``build()``: from the cache when it is current, else computed and written."""
     res = None if rebuild else load_cache(path)
     if res is None:
         print("The cache of results is missing or out of date: training every method again "
-              "(a few minutes; the numbers are written to the cache).", flush=True)
+              f"({_last_build(path)}the numbers are written to the cache).", flush=True)
         res = build()
         res["fingerprint"] = fingerprint()
         res["made on"] = machine_record()      # the last bits of every number depend on it
