@@ -370,10 +370,11 @@ def stale_report(root=REPO, folder=None):
             shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
             lines.append(f"benchmarks/results/{name} (commit {data.get('commit', '?')}) is stale: changed since: "
                          f"{shown} (re-measure: {REMAKE[name]})")
-    from course_staff.beyond.results import load_cache
+    from course_staff.beyond.results import CACHE_PATH, last_build, load_cache
     if load_cache() is None:
         lines.append("course_staff/beyond/data/beyond_ppo_results.json (a cache) is stale: the Beyond PPO notebook "
-                     "and its test rebuild it on their next run (about a minute of CPU)")
+                     f"and its test rebuild it on their next run ({last_build(CACHE_PATH)}rebuild: "
+                     "python -m course_staff.beyond.results --rebuild)")
     return lines
 
 

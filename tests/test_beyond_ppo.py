@@ -85,7 +85,7 @@ def cached():
     """The cache as the notebook reads it. The tests below check what holds of any build of this code (every
     method and optimum at every beta, J* - J = beta KL, the views draw it), so a committed cache that is
     merely stale (the code changed since: `make test` names it in a warning) is read as it is; one made for
-    other betas or methods is rebuilt (course_staff.beyond.results, about a minute of CPU)."""
+    other betas or methods is rebuilt (course_staff.beyond.results; the cache records its CPU seconds)."""
     res = json.loads(R.CACHE_PATH.read_text()) if R.CACHE_PATH.exists() else None
     if res is None or res.get("betas") != list(R.BETAS) or res.get("methods") != list(R.METHODS):
         res = R.results()
@@ -137,7 +137,7 @@ def test_notebook_runs_top_to_bottom():
     from nbclient import NotebookClient
 
     from course_utils.kernel_client import SteadyKernelManager
-    R.results()         # a stale cache is rebuilt (about a minute of CPU), as the notebook's first cell would
+    R.results()         # a stale cache is rebuilt, as the notebook's first cell would
     nb = nbformat.read(NOTEBOOK, as_version=4)
     t0 = time.perf_counter()
     NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", kernel_manager_class=SteadyKernelManager,

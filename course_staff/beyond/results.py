@@ -70,7 +70,7 @@ def load_cache(path=CACHE_PATH):
     return res if res.get("fingerprint") == fingerprint() else None
 
 
-def _last_build(path):
+def last_build(path):
     """What the cache at ``path`` took to build, as a clause ("" when there is none to read)."""
     try:
         return f"the last build took {json.loads(Path(path).read_text())['seconds']['cpu']:.0f} s of CPU; "
@@ -83,7 +83,7 @@ def results(path=CACHE_PATH, rebuild=False):
     res = None if rebuild else load_cache(path)
     if res is None:
         print("The cache of results is missing or out of date: training every method again "
-              f"({_last_build(path)}the numbers are written to the cache).", flush=True)
+              f"({last_build(path)}the numbers are written to the cache).", flush=True)
         res = build()
         res["fingerprint"] = fingerprint()
         res["made on"] = machine_record()      # the last bits of every number depend on it
