@@ -43,10 +43,11 @@ def mm_t(a, b, out=None):
     contiguous first: for matrices as small as one head's (4-9 x 8), a batched matmul is 2-3x faster
     in this layout than in the others, more than the copies cost. With the same leading dimensions
     (every pass's attention) this is the torch.bmm that torch.matmul would call on the same operands,
-    without matmul's reshaping around it; ``out`` (contiguous, (..., m, n)) then receives the product."""
+    without matmul's reshaping around it. ``out`` (contiguous, (..., m, n)), if given, receives the product."""
     a, b = a.contiguous(), b.contiguous()
-    if a.dim() < 3 or a.shape[:-2] != b.shape[:-2]:
-        return torch.matmul(a, b.transpose(-1, -2))
+    if a.dim() < 3 or a.shape[:-2] != b.shape[:-2]:                            # broadcast leading dimensions
+        c = torch.matmul(a, b.transpose(-1, -2))
+        return c if out is None else out.copy_(c)
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-2]
     c = torch.bmm(a.view(-1, m, k), b.view(-1, n, k).transpose(1, 2),
                   out=None if out is None else out.view(-1, m, n))
