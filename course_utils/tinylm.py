@@ -260,9 +260,9 @@ class TinyLM(nn.Module):
         causal_pass.backward(self._weight_views(weights), self._named(grad), saved, grad_out)
 
     def _weight_views(self, wt):
-        """``_named(wt)`` without autograd, made once per version of ``wt`` (an optimizer step or a
-        load changes the version)."""
-        key = (wt, wt._version, wt.data_ptr(), wt.dtype)
+        """``_named(wt)`` without autograd, made once per tensor ``wt`` and memory it holds: an optimizer
+        step or a load writes into that memory, which the views see; ``.data =`` or ``.to`` moves it."""
+        key = (wt, wt.data_ptr(), wt.dtype, wt.shape)
         if self._views is None or self._views[0][0] is not wt or self._views[0][1:] != key[1:]:
             with torch.no_grad():
                 self._views = (key, self._named(wt.detach()))

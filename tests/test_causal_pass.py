@@ -111,3 +111,22 @@ def test_a_big_pass_without_gradient_is_not_kept():
         assert m._kept is not None, "a pass of PPO's size is kept for the next pass"
         m(big, last=4)
     assert m._kept is None, "a pass of more than KEEP_ROWS rows is kept"
+
+
+def test_the_passes_follow_the_weights_through_steps_and_replacements():
+    """The named views a pass reads are kept across optimizer steps (in place: the same memory), and
+    made anew when the weights' memory changes (``.data =``, ``.double()``)."""
+    torch.manual_seed(8)
+    m = TinyLM()
+    ids = torch.randint(0, VOCAB_SIZE, (4, MAX_LEN - 1))
+    check = lambda: torch.equal(m(ids, last=4).detach(), composed(m, m.weights, ids, 4, True).detach())
+    with torch.no_grad():
+        m(ids, last=4)
+    torch.optim.SGD(m.parameters(), lr=0.1).zero_grad()
+    m(ids, last=4).sum().backward()
+    torch.optim.SGD(m.parameters(), lr=0.1).step()                # in place
+    assert check()
+    m.weights.data = m.weights.data * 2                            # new memory, same parameter
+    assert check()
+    m.double()
+    assert check() and m(ids, last=4).dtype == torch.float64
