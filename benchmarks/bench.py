@@ -744,8 +744,14 @@ def bench_autograde(report, repeats, lab):
                                   env_extra=grading_env)["cells"])
         scores = grades.get("bench", {})
         total, best = harness.total(scores), sum(harness.max_scores(course, lab).values())   # ungraded: None
-    a = report.add(f"autograde {lab}: nbgrader autograde", graded, note=f"(one submission, scored {total:g}/{best:g})")
-    p = report.add("plain: jupyter nbconvert --execute (same Execute settings)", plain,
+    autograde_rows(report, lab, graded, plain, cells, f"{total:g}/{best:g}")
+
+
+def autograde_rows(report, lab, graded, plain, cells, scored):
+    """The rows of one lab's autograde section: each names its lab, as the figures of another run
+    (ATEN_CPU_CAPABILITY=default) are attached to the row of the same name (Report.beside)."""
+    a = report.add(f"autograde {lab}: nbgrader autograde", graded, note=f"(one submission, scored {scored})")
+    p = report.add(f"plain {lab}: jupyter nbconvert --execute (same Execute settings)", plain,
                    note=f"(its cells alone {statistics.median(cells):.1f} s)")
     report.ratio(f"autograde / plain execution, {lab}", a, p, 1.3)
 
