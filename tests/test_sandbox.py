@@ -363,3 +363,77 @@ def test_a_hidden_line_inside_a_longer_visible_line_is_no_quote():
     assert quoted_hidden_tests([hidden, given]) == []
     given.source = "def f():\n    raise NotImplementedError"    # negative control: the line is seen nowhere
     assert quoted_hidden_tests([hidden, given])
+
+
+class _Channel:
+    """A kernel channel that answers from a script: ``replies(sent ids)`` -> the next message, or None for
+    silence (Empty, as after a timeout). Counts the messages it handed out."""
+
+    def __init__(self, replies):
+        self.replies, self.sent, self.handed = replies, [], 0
+
+    def send(self, msg):
+        self.sent.append(msg["header"]["msg_id"])
+
+    async def get_msg(self, timeout=None):
+        import asyncio
+        from queue import Empty
+        await asyncio.sleep(0)                  # a real channel awaits its socket
+        msg = self.replies(self.sent)
+        if msg is None:
+            raise Empty
+        self.handed += 1
+        return msg
+
+
+def _msg(msg_type, parent, **content):
+    return {"msg_type": msg_type, "parent_header": {"msg_id": parent}, "content": content, "header": {}}
+
+
+def _ready(client_class):
+    """wait_for_ready of ``client_class`` against a kernel that answers kernel_info on the shell channel, goes
+    busy then idle after it on IOPub and then never falls silent (an unrelated stream, e.g. a thread's prints):
+    how many IOPub messages the client read before it called the kernel ready (or 100 if it never did)."""
+    from course_utils.kernel_client import SteadyKernelClient
+
+    client = client_class()
+    shell = _Channel(lambda sent: _msg("kernel_info_reply", sent[-1], status="ok", protocol_version="5.3"))
+    script = iter([_msg("iopub_welcome", None), _msg("status", "other", execution_state="idle")])
+    states = {}
+
+    def iopub(_):
+        sent = shell.sent
+        state = states.setdefault(sent[-1], iter(["busy", "idle"]))
+        following = next(script, None) or next((_msg("status", sent[-1], execution_state=s) for s in state), None)
+        return following or _msg("stream", "a thread", name="stdout", text="tick\n")
+    client._shell_channel, client._iopub_channel = shell, _Channel(iopub)
+
+    async def alive():
+        return True
+    client._async_is_alive = alive
+    assert issubclass(client_class, SteadyKernelClient)
+
+    async def run():
+        try:
+            await asyncio.wait_for(client.wait_for_ready(timeout=5), 5)
+        except asyncio.TimeoutError:
+            return 100
+        return client._iopub_channel.handed
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(1) as thread:       # an event loop of its own (see tests/test_kernel_client.py)
+        return thread.submit(asyncio.run, run()).result()
+
+
+def test_a_sandboxed_kernel_is_ready_once_idle_after_kernel_info():
+    """The grader's client calls the kernel ready at the IOPub "idle" that follows its kernel_info request
+    (the welcome, another request's idle and the busy before it are read on the way): jupyter_client's
+    waits for 0.2 s of IOPub silence, on every graded notebook."""
+    assert _ready(sandbox.SandboxedKernelClient) == 4
+    assert sandbox.SandboxedKernelManager(kernel_name="python3").client().__class__ is sandbox.SandboxedKernelClient
+
+
+def test_control_the_stock_client_waits_for_silence():
+    """The control: jupyter_client's wait_for_ready (SteadyKernelClient's) never calls this kernel ready."""
+    from course_utils.kernel_client import SteadyKernelClient
+    assert _ready(SteadyKernelClient) == 100

@@ -39,12 +39,14 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from pathlib import Path
+from queue import Empty
 
-from traitlets import Integer, Unicode, default
+from traitlets import DottedObjectName, Integer, Type, Unicode, default
 
 from course_utils import parallel
-from course_utils.kernel_client import SteadyKernelManager
+from course_utils.kernel_client import SteadyKernelClient, SteadyKernelManager
 
 INSTALL = ("install bubblewrap (as root: `make sandbox-install`, or `apt-get install bubblewrap`; "
            "its user namespaces must be allowed: sysctl kernel.unprivileged_userns_clone=1 where that "
@@ -214,8 +216,59 @@ def make_jail(cwd, owner=None):
     return jail
 
 
+class SandboxedKernelClient(SteadyKernelClient):
+    """SteadyKernelClient that is ready as soon as the kernel has answered a kernel_info request on the
+    shell channel and gone idle after it on IOPub (both channels work, the request's output is in).
+    jupyter_client's wait_for_ready then listens to IOPub until it has been silent for 0.2 s: a fixed
+    0.2 s of every graded notebook's ~0.5 s kernel start. As there, a request whose IOPub messages do
+    not come within IOPUB_WAIT_S (a subscription not yet made) is sent again."""
+
+    async def _async_wait_for_ready(self, timeout=None):
+        deadline = time.monotonic() + (float("inf") if timeout is None else timeout)
+        sent = set()                # kernel_info requests: an answer to any of them will do
+        while True:
+            sent.add(self.kernel_info())
+            reply = await self._reply_to(sent, "shell", 1)
+            if reply is not None and await self._idle_after(sent):
+                self._handle_kernel_info_reply(reply)
+                return
+            if not await self._async_is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout:.0f} seconds")
+
+    wait_for_ready = _async_wait_for_ready
+
+    async def _reply_to(self, sent, channel, wait):
+        """The first message on ``channel`` answering one of ``sent`` (None after ``wait`` s of none)."""
+        try:
+            while True:
+                msg = await getattr(self, f"{channel}_channel").get_msg(timeout=wait)
+                if msg["parent_header"].get("msg_id") in sent:
+                    return msg
+        except Empty:
+            return None
+
+    async def _idle_after(self, sent):
+        """Whether IOPub says "idle" after one of ``sent`` (no IOPub message for IOPUB_WAIT_S: False)."""
+        while True:
+            msg = await self._reply_to(sent, "iopub", IOPUB_WAIT_S)
+            if msg is None:
+                return False
+            if msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
+                return True
+
+
+IOPUB_WAIT_S = 0.2      # jupyter_client's own wait for IOPub
+KILL_POLL_S = 0.01      # how often a killed kernel is checked for its end (jupyter_client: 0.1 s)
+
+
 class SandboxedKernelManager(SteadyKernelManager):
-    """SteadyKernelManager whose kernel runs in bubblewrap (module docstring); IPC transport."""
+    """SteadyKernelManager whose kernel runs in bubblewrap (module docstring); IPC transport. Its
+    clients are SandboxedKernelClients, and a killed kernel's end is noticed within KILL_POLL_S."""
+
+    client_class = DottedObjectName("course_staff.grading.sandbox.SandboxedKernelClient")
+    client_factory = Type(SandboxedKernelClient)
 
     cpu_seconds = Integer(1200, help="RLIMIT_CPU of the kernel: CPU seconds for a whole notebook").tag(config=True)
     memory_mb = Integer(4096, help="RLIMIT_DATA of the kernel (heap and anonymous memory), MiB").tag(config=True)
@@ -276,6 +329,9 @@ class SandboxedKernelManager(SteadyKernelManager):
         self._drop_jail()
 
     cleanup_resources = _async_cleanup_resources     # what nbclient calls on a dead kernel
+
+    async def _async_wait(self, pollinterval=KILL_POLL_S):
+        await super()._async_wait(pollinterval)
 
     def _drop_jail(self):
         if self._jail:
