@@ -35,7 +35,7 @@ from course_staff.grading.nbgrader_plugins import QUOTED, hidden_lines, quoted_h
 LAB = "lab11"
 FIRST = "response_logprobs_solution"           # the solution cell the attacks ride in
 SECRET = f"s3cret-{uuid.uuid4().hex[:8]}"      # in the grader's environment, like NBGRADER_DB_URL's password
-ATTACKS = ("source", "env", "other_read", "other_write", "gradebook", "course_utils", "release",
+ATTACKS = ("source", "own_notebook", "env", "other_read", "other_write", "gradebook", "course_utils", "release",
            "network", "processes", "memory", "disk")
 
 def attacks(course, port, marker):
@@ -46,6 +46,11 @@ def attacks(course, port, marker):
         try:
             _t = open(_c + "/source/{LAB}/{LAB}.ipynb").read()
             print("ATTACK source: read", len(_t), "chars of the hidden tests' notebook")
+        except Exception:
+            pass
+        try:                # the notebook being graded, in the kernel's folder: nbgrader restored its hidden tests
+            if "BEGIN HIDDEN TESTS" in open("{LAB}.ipynb").read():
+                print("ATTACK own_notebook: the hidden tests are in the folder")
         except Exception:
             pass
         try:
@@ -208,6 +213,7 @@ def graded(request, tmp_path_factory):
     zed = json.loads((course / "submitted" / "zed" / LAB / f"{LAB}.ipynb").read_text())
     succeeded = {
         "source": "ATTACK source" in mallory,
+        "own_notebook": "ATTACK own_notebook" in mallory,
         "env": SECRET in mallory,
         "other_read": "ATTACK other_read" in mallory,
         "other_write": zed["metadata"].get("pwned_by") == "mallory",
@@ -429,8 +435,9 @@ def test_a_sandboxed_kernel_is_ready_once_idle_after_kernel_info():
     """The grader's client calls the kernel ready at the IOPub "idle" that follows its kernel_info request
     (the welcome, another request's idle and the busy before it are read on the way): jupyter_client's
     waits for 0.2 s of IOPub silence, on every graded notebook."""
-    assert _ready(sandbox.SandboxedKernelClient) == 4
-    assert sandbox.SandboxedKernelManager(kernel_name="python3").client().__class__ is sandbox.SandboxedKernelClient
+    assert _ready(sandbox.GraderKernelClient) == 4
+    for manager in (sandbox.SandboxedKernelManager, sandbox.GraderKernelManager):      # SANDBOX=off's too
+        assert manager(kernel_name="python3").client().__class__ is sandbox.GraderKernelClient
 
 
 def test_control_the_stock_client_waits_for_silence():

@@ -19,9 +19,10 @@ How the kernel is started (``bwrap_command``):
   127.0.0.1 is out of reach), its own PID, IPC, UTS and user namespaces;
 - the kernel talks to nbgrader over IPC sockets (``transport = "ipc"``) in <jail>/conn, the one
   folder both see (the kernel at /run/kernel); no TCP port is opened at all;
-- the kernel's working folder is a private copy of the folder nbgrader runs the notebook in: what
-  the student's code writes there is thrown away, the autograded notebook and the scores are
-  written by nbgrader outside from the kernel's messages, as without the sandbox;
+- the kernel's working folder is a private copy of the folder nbgrader runs the notebook in, without
+  its notebooks (nbgrader has restored their hidden tests there): what the student's code writes
+  there is thrown away, the autograded notebook and the scores are written by nbgrader outside
+  from the kernel's messages, as without the sandbox;
 - limits are set inside the sandbox, after the user namespace exists (``_LIMITS``): so
   RLIMIT_NPROC counts this sandbox's processes only. Run as root, the kernel runs as a uid of
   its own (``sandbox_uid``): Linux does not apply RLIMIT_NPROC to uid 0.
@@ -198,12 +199,13 @@ def _seed_tmp(tmp):
 
 
 def make_jail(cwd, owner=None):
-    """A private folder: work/ (a copy of ``cwd``), tmp/ and conn/, all owned by ``owner`` (a uid
-    or None)."""
+    """A private folder: work/ (a copy of ``cwd`` without its notebooks), tmp/ and conn/, all owned by
+    ``owner`` (a uid or None). The notebooks nbgrader grades in ``cwd`` hold the hidden tests it restored
+    from the gradebook; the kernel runs their cells and never needs their files."""
     jail = Path(tempfile.mkdtemp(prefix="grading-sandbox-"))
     os.chmod(jail, 0o711)
     if cwd and Path(cwd).is_dir():
-        shutil.copytree(cwd, jail / "work", symlinks=True)
+        shutil.copytree(cwd, jail / "work", symlinks=True, ignore=shutil.ignore_patterns("*.ipynb"))
     else:
         (jail / "work").mkdir()
     (jail / "conn").mkdir()
@@ -216,7 +218,7 @@ def make_jail(cwd, owner=None):
     return jail
 
 
-class SandboxedKernelClient(SteadyKernelClient):
+class GraderKernelClient(SteadyKernelClient):
     """SteadyKernelClient that is ready as soon as the kernel has answered a kernel_info request on the
     shell channel and gone idle after it on IOPub (both channels work, the request's output is in).
     jupyter_client's wait_for_ready then listens to IOPub until it has been silent for 0.2 s: a fixed
@@ -263,12 +265,19 @@ IOPUB_WAIT_S = 0.2      # jupyter_client's own wait for IOPub
 KILL_POLL_S = 0.01      # how often a killed kernel is checked for its end (jupyter_client: 0.1 s)
 
 
-class SandboxedKernelManager(SteadyKernelManager):
-    """SteadyKernelManager whose kernel runs in bubblewrap (module docstring); IPC transport. Its
-    clients are SandboxedKernelClients, and a killed kernel's end is noticed within KILL_POLL_S."""
+class GraderKernelManager(SteadyKernelManager):
+    """The grader's kernel manager (with SANDBOX=off, the kernel is not sandboxed): its clients are
+    GraderKernelClients, and a killed kernel's end is noticed within KILL_POLL_S."""
 
-    client_class = DottedObjectName("course_staff.grading.sandbox.SandboxedKernelClient")
-    client_factory = Type(SandboxedKernelClient)
+    client_class = DottedObjectName("course_staff.grading.sandbox.GraderKernelClient")
+    client_factory = Type(GraderKernelClient)
+
+    async def _async_wait(self, pollinterval=KILL_POLL_S):
+        await super()._async_wait(pollinterval)
+
+
+class SandboxedKernelManager(GraderKernelManager):
+    """GraderKernelManager whose kernel runs in bubblewrap (module docstring); IPC transport."""
 
     cpu_seconds = Integer(1200, help="RLIMIT_CPU of the kernel: CPU seconds for a whole notebook").tag(config=True)
     memory_mb = Integer(4096, help="RLIMIT_DATA of the kernel (heap and anonymous memory), MiB").tag(config=True)
@@ -329,9 +338,6 @@ class SandboxedKernelManager(SteadyKernelManager):
         self._drop_jail()
 
     cleanup_resources = _async_cleanup_resources     # what nbclient calls on a dead kernel
-
-    async def _async_wait(self, pollinterval=KILL_POLL_S):
-        await super()._async_wait(pollinterval)
 
     def _drop_jail(self):
         if self._jail:
