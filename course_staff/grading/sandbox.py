@@ -1,7 +1,7 @@
 """Every graded notebook runs in a bubblewrap sandbox: the kernel a student's code runs in sees
-the system, the venv and the course package read-only, a private copy of its own folder (its notebooks left out) and a
-private /tmp, and nothing else of the course; it has no network, no secret in its environment and
-limits on CPU time, memory, processes and file size.
+the system, the venv and the course package read-only, a private copy of its own folder (its
+notebooks left out) and a private /tmp, and nothing else of the course; it has no network, no
+secret in its environment and limits on CPU time, memory, processes and file size.
 
     c.Execute.kernel_manager_class = "course_staff.grading.sandbox.SandboxedKernelManager"   # nbgrader_config.py
     SANDBOX=off nbgrader autograde lab11      # the TA's explicit opt-out: warned on every run
