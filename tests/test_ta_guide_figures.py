@@ -9,9 +9,8 @@ from benchmarks.provenance import REPO, results
 GUIDE = "docs/ta_guide.md"
 # (the sentence, whose group 1 is the quoted figure; the bench.json row it quotes; digits shown)
 SENTENCES = [
-    (r"it adds about ([\d.]+) s to a kernel's start and stop", "autograde: what the sandbox adds to a kernel's start", 2),
-    (r"start and stop \(([\d.]+) s sandboxed against", "autograde: a kernel's start and stop, sandboxed", 2),
-    (r"sandboxed against ([\d.]+) s with `SANDBOX=off`", "autograde: a kernel's start and stop, unsandboxed", 2),
+    (r"a kernel's start and stop take ([\d.]+) s in it against", "autograde: a kernel's start and stop, sandboxed", 2),
+    (r"s in it against ([\d.]+) s with `SANDBOX=off`", "autograde: a kernel's start and stop, unsandboxed", 2),
 ]
 
 
@@ -71,12 +70,11 @@ def test_the_guides_figures_of_the_grader_are_those_of_bench():
 
 
 def test_a_sentence_quoting_another_number_fails():
-    """The control: the guide with the sandbox's start quoted as 0.93 s, and with the sentence gone."""
+    """The control: the guide with the sandboxed start quoted as 0.93 s, and with the sentence gone."""
     data = {"rows": [{"what": what, "median": 0.5} for _, what, _ in SENTENCES]}
-    text = ("it adds about 0.50 s to a kernel's start and stop (0.50 s sandboxed against 0.50 s with "
-            "`SANDBOX=off`, ...)")
+    text = "a kernel's start and stop take 0.50 s in it against 0.50 s with `SANDBOX=off` (...)"
     assert out_of_step(text, data) == []
-    wrong = out_of_step(text.replace("about 0.50 s", "about 0.93 s"), data)
-    assert wrong == [(["0.93"], "0.50", "autograde: what the sandbox adds to a kernel's start")]
+    wrong = out_of_step(text.replace("take 0.50 s", "take 0.93 s"), data)
+    assert wrong == [(["0.93"], "0.50", "autograde: a kernel's start and stop, sandboxed")]
     assert len(out_of_step("it adds well under a second to a kernel's start", data)) == len(SENTENCES)
     assert out_of_step(text, {"rows": []})[0][1] == "(no such row: run make bench)"
