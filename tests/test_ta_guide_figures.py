@@ -58,6 +58,34 @@ def test_a_class_takes_what_its_submissions_cost():
     assert table_in(text) == class_table(float(each))
 
 
+# (the sentence, whose group 1 is the quoted figure; that figure from bench_class.json)
+CLASS_SENTENCES = [
+    (r"the 40 took (\d+) s with one grader", lambda d: f"{d['runs']['1']['seconds']:.0f}"),
+    (r"s with one grader and (\d+) s with two", lambda d: f"{d['runs']['2']['seconds']:.0f}"),
+    (r"s with two \(a speed-up of ([\d.]+), on a quiet machine",
+     lambda d: f"{d['runs']['1']['seconds'] / d['runs']['2']['seconds']:.1f}"),
+]
+
+
+def class_out_of_step(text, data):
+    """[(what the sentence quotes, the figure to write)] of the class sentences that quote another number."""
+    text = " ".join(text.split())
+    return [(re.findall(pattern, text), figure(data)) for pattern, figure in CLASS_SENTENCES
+            if re.findall(pattern, text) != [figure(data)]]
+
+
+def test_the_class_run_is_quoted_as_bench_class_measured_it():
+    wrong = class_out_of_step((REPO / GUIDE).read_text(), results("bench_class.json"))
+    assert not wrong, f"docs/ta_guide.md quotes (quoted, write): {wrong}"
+
+
+def test_control_a_class_run_quoted_otherwise_fails():
+    data = {"runs": {"1": {"seconds": 94.8}, "2": {"seconds": 53.3}}}
+    text = "the 40 took 95 s with one grader and 53 s with two (a speed-up of 1.8, on a quiet machine"
+    assert class_out_of_step(text, data) == []
+    assert class_out_of_step(text.replace("and 53 s", "and 63 s"), data) == [(["63"], "53")]
+
+
 def test_control_a_table_that_does_not_follow_fails():
     text = (REPO / GUIDE).read_text()
     assert table_in(text) != class_table(3.0)
