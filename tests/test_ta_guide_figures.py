@@ -1,6 +1,7 @@
 """The TA guide's figures of the grader's time that no marked span renders (benchmarks/figures.py has no key
-for them): each says what benchmarks/results/bench.json holds, to the digits it shows. A failure names the
-number to write (after `make bench`, or `python -m benchmarks.bench --only "autograde lab11" --fill`)."""
+for them): each says what benchmarks/results/bench.json or bench_class.json holds, to the digits it shows. A
+failure names the number to write (after `make bench`, or `python -m benchmarks.bench --only "autograde lab11"
+--fill`; `make bench-class`)."""
 
 import re
 
