@@ -65,7 +65,7 @@ try:
         c.Execute.kernel_manager_class = "course_staff.grading.sandbox.SandboxedKernelManager"
     else:
         sandbox.warn_if_off()
-        c.Execute.kernel_manager_class = "course_utils.kernel_client.SteadyKernelManager"
+        c.Execute.kernel_manager_class = "course_staff.grading.sandbox.GraderKernelManager"
     c.OverwriteCells.add_missing_cells = True
     # ... and the log names the student whose read-only cells were edited, but stays quiet about
     #     test cells that only lack their hidden tests (every honest submission)

@@ -717,13 +717,56 @@ def _nbconvert_execute(path, env_extra):
     return time.perf_counter() - t0
 
 
+KERNEL_STARTS = 5      # kernel starts of each kind per repeat (about half a second each)
+
+
+def kernel_start(manager_class, cwd):
+    """Wall seconds of one kernel's start (until it answers kernel_info on both channels) and immediate
+    stop, as nbgrader's Execute starts and stops it, with ``manager_class`` (the grader's)."""
+    import asyncio
+
+    async def once():
+        t0 = time.perf_counter()
+        km = manager_class(kernel_name="python3")
+        await km.start_kernel(cwd=str(cwd))
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=60)
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel(now=True)
+        return time.perf_counter() - t0
+    return asyncio.run(once())
+
+
+def bench_sandbox_start(report, repeats):
+    """What the grading sandbox adds to a graded kernel's start and stop: the sandboxed kernel manager
+    (nbgrader_config.py's) against the same one unsandboxed (SANDBOX=off's), interleaved."""
+    from course_staff.grading.sandbox import GraderKernelManager, SandboxedKernelManager
+
+    kinds = {"sandboxed": SandboxedKernelManager, "unsandboxed": GraderKernelManager}
+    runs = {kind: [] for kind in kinds}
+    with tempfile.TemporaryDirectory() as cwd:
+        for _ in range(repeats * KERNEL_STARTS):
+            for kind, manager_class in kinds.items():
+                runs[kind].append(kernel_start(manager_class, cwd))
+    med = {kind: report.add(f"autograde: a kernel's start and stop, {kind}", times, note="(wall)")
+           for kind, times in runs.items()}
+    report.add("autograde: what the sandbox adds to a kernel's start", [med["sandboxed"] - med["unsandboxed"]],
+               note="(the difference of the medians above)")
+
+
 def bench_autograde(report, repeats, lab):
     """`nbgrader autograde` of one solved submission against `jupyter nbconvert --execute` of the same
     notebook: both commands with NBGRADER_EXECUTION set (the grader's view of the notebook) and the
-    same Execute settings (nbgrader_config.py's timeout and immediate kernel shutdown)."""
+    same Execute settings (nbgrader_config.py's timeout and immediate kernel shutdown). The first lab's
+    section also times what the sandbox adds to a kernel's start (bench_sandbox_start)."""
     import nbformat
     from course_staff.testbed import harness
 
+    if lab == LABS[0]:
+        bench_sandbox_start(report, repeats)
     if not notebook_path(lab).exists() or not (REPO / "release" / lab / f"{lab}.ipynb").exists():
         report.missing(f"autograde {lab} / plain execution", f"source or release of {lab} missing")
         return
@@ -744,8 +787,14 @@ def bench_autograde(report, repeats, lab):
                                   env_extra=grading_env)["cells"])
         scores = grades.get("bench", {})
         total, best = harness.total(scores), sum(harness.max_scores(course, lab).values())   # ungraded: None
-    a = report.add(f"autograde {lab}: nbgrader autograde", graded, note=f"(one submission, scored {total:g}/{best:g})")
-    p = report.add("plain: jupyter nbconvert --execute (same Execute settings)", plain,
+    autograde_rows(report, lab, graded, plain, cells, f"{total:g}/{best:g}")
+
+
+def autograde_rows(report, lab, graded, plain, cells, scored):
+    """The rows of one lab's autograde section: each names its lab, as the figures of another run
+    (ATEN_CPU_CAPABILITY=default) are attached to the row of the same name (Report.beside)."""
+    a = report.add(f"autograde {lab}: nbgrader autograde", graded, note=f"(one submission, scored {scored})")
+    p = report.add(f"plain {lab}: jupyter nbconvert --execute (same Execute settings)", plain,
                    note=f"(its cells alone {statistics.median(cells):.1f} s)")
     report.ratio(f"autograde / plain execution, {lab}", a, p, 1.3)
 

@@ -97,6 +97,22 @@ def test_report_beside_and_sections():
     assert report.sections_summary() == "sections: 1/2 ran; failed: two (failed: ValueError: not enough values to unpack)"
 
 
+def test_each_labs_autograde_rows_get_their_own_default_kernels_figures(capsys):
+    """The plain execution of each lab is a row of its own name, so that the figures of the run under
+    ATEN_CPU_CAPABILITY=default land beside the lab they measured (they once all read Lab 13's)."""
+    def rows(seconds):
+        report = bench.Report(flags={"avx2": True, "avx512": False})
+        for lab, s in seconds.items():
+            bench.autograde_rows(report, lab, [1.25 * s], [s], [s / 2], "1/1")
+        return report
+    native = rows({"lab11": 2.0, "lab12": 3.0, "lab13": 4.0})
+    native.beside(rows({"lab11": 20.0, "lab12": 30.0, "lab13": 40.0}).rows, bench.DEFAULT_LABEL)
+    assert len({row["what"] for row in native.rows}) == len(native.rows) == 9
+    for row in native.rows:
+        if row["unit"] == "s":
+            assert row[bench.DEFAULT_LABEL]["median"] == 10 * row["median"], row["what"]
+
+
 def _run(cells, kernel, workers, peak=None):
     return {"cells": cells, "whole": cells + 0.5, "kernel": kernel, "workers": workers, "peak": peak}
 

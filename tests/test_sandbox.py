@@ -35,7 +35,7 @@ from course_staff.grading.nbgrader_plugins import QUOTED, hidden_lines, quoted_h
 LAB = "lab11"
 FIRST = "response_logprobs_solution"           # the solution cell the attacks ride in
 SECRET = f"s3cret-{uuid.uuid4().hex[:8]}"      # in the grader's environment, like NBGRADER_DB_URL's password
-ATTACKS = ("source", "env", "other_read", "other_write", "gradebook", "course_utils", "release",
+ATTACKS = ("source", "own_notebook", "env", "other_read", "other_write", "gradebook", "course_utils", "release",
            "network", "processes", "memory", "disk")
 
 def attacks(course, port, marker):
@@ -46,6 +46,11 @@ def attacks(course, port, marker):
         try:
             _t = open(_c + "/source/{LAB}/{LAB}.ipynb").read()
             print("ATTACK source: read", len(_t), "chars of the hidden tests' notebook")
+        except Exception:
+            pass
+        try:                # the notebook being graded, in the kernel's folder: nbgrader restored its hidden tests
+            if "BEGIN HIDDEN TESTS" in open("{LAB}.ipynb").read():
+                print("ATTACK own_notebook: the hidden tests are in the folder")
         except Exception:
             pass
         try:
@@ -208,6 +213,7 @@ def graded(request, tmp_path_factory):
     zed = json.loads((course / "submitted" / "zed" / LAB / f"{LAB}.ipynb").read_text())
     succeeded = {
         "source": "ATTACK source" in mallory,
+        "own_notebook": "ATTACK own_notebook" in mallory,
         "env": SECRET in mallory,
         "other_read": "ATTACK other_read" in mallory,
         "other_write": zed["metadata"].get("pwned_by") == "mallory",
@@ -363,3 +369,78 @@ def test_a_hidden_line_inside_a_longer_visible_line_is_no_quote():
     assert quoted_hidden_tests([hidden, given]) == []
     given.source = "def f():\n    raise NotImplementedError"    # negative control: the line is seen nowhere
     assert quoted_hidden_tests([hidden, given])
+
+
+class _Channel:
+    """A kernel channel that answers from a script: ``replies(sent ids)`` -> the next message, or None for
+    silence (Empty, as after a timeout). Counts the messages it handed out."""
+
+    def __init__(self, replies):
+        self.replies, self.sent, self.handed = replies, [], 0
+
+    def send(self, msg):
+        self.sent.append(msg["header"]["msg_id"])
+
+    async def get_msg(self, timeout=None):
+        import asyncio
+        from queue import Empty
+        await asyncio.sleep(0)                  # a real channel awaits its socket
+        msg = self.replies(self.sent)
+        if msg is None:
+            raise Empty
+        self.handed += 1
+        return msg
+
+
+def _msg(msg_type, parent, **content):
+    return {"msg_type": msg_type, "parent_header": {"msg_id": parent}, "content": content, "header": {}}
+
+
+def _ready(client_class):
+    """wait_for_ready of ``client_class`` against a kernel that answers kernel_info on the shell channel, goes
+    busy then idle after it on IOPub and then never falls silent (an unrelated stream, e.g. a thread's prints):
+    how many IOPub messages the client read before it called the kernel ready (or 100 if it never did)."""
+    from course_utils.kernel_client import SteadyKernelClient
+
+    client = client_class()
+    shell = _Channel(lambda sent: _msg("kernel_info_reply", sent[-1], status="ok", protocol_version="5.3"))
+    script = iter([_msg("iopub_welcome", None), _msg("status", "other", execution_state="idle")])
+    states = {}
+
+    def iopub(_):
+        sent = shell.sent
+        state = states.setdefault(sent[-1], iter(["busy", "idle"]))
+        following = next(script, None) or next((_msg("status", sent[-1], execution_state=s) for s in state), None)
+        return following or _msg("stream", "a thread", name="stdout", text="tick\n")
+    client._shell_channel, client._iopub_channel = shell, _Channel(iopub)
+
+    async def alive():
+        return True
+    client._async_is_alive = alive
+    assert issubclass(client_class, SteadyKernelClient)
+
+    async def run():
+        try:
+            await asyncio.wait_for(client.wait_for_ready(timeout=5), 5)
+        except asyncio.TimeoutError:
+            return 100
+        return client._iopub_channel.handed
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(1) as thread:       # an event loop of its own (see tests/test_kernel_client.py)
+        return thread.submit(asyncio.run, run()).result()
+
+
+def test_a_sandboxed_kernel_is_ready_once_idle_after_kernel_info():
+    """The grader's client calls the kernel ready at the IOPub "idle" that follows its kernel_info request
+    (the welcome, another request's idle and the busy before it are read on the way): jupyter_client's
+    waits for 0.2 s of IOPub silence, on every graded notebook."""
+    assert _ready(sandbox.GraderKernelClient) == 4
+    for manager in (sandbox.SandboxedKernelManager, sandbox.GraderKernelManager):      # SANDBOX=off's too
+        assert manager(kernel_name="python3").client().__class__ is sandbox.GraderKernelClient
+
+
+def test_control_the_stock_client_waits_for_silence():
+    """The control: jupyter_client's wait_for_ready (SteadyKernelClient's) never calls this kernel ready."""
+    from course_utils.kernel_client import SteadyKernelClient
+    assert _ready(SteadyKernelClient) == 100

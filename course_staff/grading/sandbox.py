@@ -1,7 +1,7 @@
 """Every graded notebook runs in a bubblewrap sandbox: the kernel a student's code runs in sees
-the system, the venv and the course package read-only, a private copy of its own folder and a
-private /tmp, and nothing else of the course; it has no network, no secret in its environment and
-limits on CPU time, memory, processes and file size.
+the system, the venv and the course package read-only, a private copy of its own folder (its
+notebooks left out) and a private /tmp, and nothing else of the course; it has no network, no
+secret in its environment and limits on CPU time, memory, processes and file size.
 
     c.Execute.kernel_manager_class = "course_staff.grading.sandbox.SandboxedKernelManager"   # nbgrader_config.py
     SANDBOX=off nbgrader autograde lab11      # the TA's explicit opt-out: warned on every run
@@ -19,9 +19,10 @@ How the kernel is started (``bwrap_command``):
   127.0.0.1 is out of reach), its own PID, IPC, UTS and user namespaces;
 - the kernel talks to nbgrader over IPC sockets (``transport = "ipc"``) in <jail>/conn, the one
   folder both see (the kernel at /run/kernel); no TCP port is opened at all;
-- the kernel's working folder is a private copy of the folder nbgrader runs the notebook in: what
-  the student's code writes there is thrown away, the autograded notebook and the scores are
-  written by nbgrader outside from the kernel's messages, as without the sandbox;
+- the kernel's working folder is a private copy of the folder nbgrader runs the notebook in, without
+  its notebooks (nbgrader has restored their hidden tests there): what the student's code writes
+  there is thrown away, the autograded notebook and the scores are written by nbgrader outside
+  from the kernel's messages, as without the sandbox;
 - limits are set inside the sandbox, after the user namespace exists (``_LIMITS``): so
   RLIMIT_NPROC counts this sandbox's processes only. Run as root, the kernel runs as a uid of
   its own (``sandbox_uid``): Linux does not apply RLIMIT_NPROC to uid 0.
@@ -39,12 +40,14 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from pathlib import Path
+from queue import Empty
 
-from traitlets import Integer, Unicode, default
+from traitlets import DottedObjectName, Integer, Type, Unicode, default
 
 from course_utils import parallel
-from course_utils.kernel_client import SteadyKernelManager
+from course_utils.kernel_client import SteadyKernelClient, SteadyKernelManager
 
 INSTALL = ("install bubblewrap (as root: `make sandbox-install`, or `apt-get install bubblewrap`; "
            "its user namespaces must be allowed: sysctl kernel.unprivileged_userns_clone=1 where that "
@@ -196,12 +199,13 @@ def _seed_tmp(tmp):
 
 
 def make_jail(cwd, owner=None):
-    """A private folder: work/ (a copy of ``cwd``), tmp/ and conn/, all owned by ``owner`` (a uid
-    or None)."""
+    """A private folder: work/ (a copy of ``cwd`` without its notebooks), tmp/ and conn/, all owned by
+    ``owner`` (a uid or None). The notebooks nbgrader grades in ``cwd`` hold the hidden tests it restored
+    from the gradebook; the kernel runs their cells and never needs their files."""
     jail = Path(tempfile.mkdtemp(prefix="grading-sandbox-"))
     os.chmod(jail, 0o711)
     if cwd and Path(cwd).is_dir():
-        shutil.copytree(cwd, jail / "work", symlinks=True)
+        shutil.copytree(cwd, jail / "work", symlinks=True, ignore=shutil.ignore_patterns("*.ipynb"))
     else:
         (jail / "work").mkdir()
     (jail / "conn").mkdir()
@@ -214,8 +218,66 @@ def make_jail(cwd, owner=None):
     return jail
 
 
-class SandboxedKernelManager(SteadyKernelManager):
-    """SteadyKernelManager whose kernel runs in bubblewrap (module docstring); IPC transport."""
+class GraderKernelClient(SteadyKernelClient):
+    """SteadyKernelClient that is ready as soon as the kernel has answered a kernel_info request on the
+    shell channel and gone idle after it on IOPub (both channels work, the request's output is in).
+    jupyter_client's wait_for_ready then listens to IOPub until it has been silent for 0.2 s: a fixed
+    0.2 s of every graded notebook's ~0.5 s kernel start. As there, a request whose IOPub messages do
+    not come within IOPUB_WAIT_S (a subscription not yet made) is sent again."""
+
+    async def _async_wait_for_ready(self, timeout=None):
+        deadline = time.monotonic() + (float("inf") if timeout is None else timeout)
+        sent = set()                # kernel_info requests: an answer to any of them will do
+        while True:
+            sent.add(self.kernel_info())
+            reply = await self._reply_to(sent, "shell", 1)
+            if reply is not None and await self._idle_after(sent):
+                self._handle_kernel_info_reply(reply)
+                return
+            if not await self._async_is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout:.0f} seconds")
+
+    wait_for_ready = _async_wait_for_ready
+
+    async def _reply_to(self, sent, channel, wait):
+        """The first message on ``channel`` answering one of ``sent`` (None after ``wait`` s of none)."""
+        try:
+            while True:
+                msg = await getattr(self, f"{channel}_channel").get_msg(timeout=wait)
+                if msg["parent_header"].get("msg_id") in sent:
+                    return msg
+        except Empty:
+            return None
+
+    async def _idle_after(self, sent):
+        """Whether IOPub says "idle" after one of ``sent`` (no IOPub message for IOPUB_WAIT_S: False)."""
+        while True:
+            msg = await self._reply_to(sent, "iopub", IOPUB_WAIT_S)
+            if msg is None:
+                return False
+            if msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
+                return True
+
+
+IOPUB_WAIT_S = 0.2      # jupyter_client's own wait for IOPub
+KILL_POLL_S = 0.01      # how often a killed kernel is checked for its end (jupyter_client: 0.1 s)
+
+
+class GraderKernelManager(SteadyKernelManager):
+    """The grader's kernel manager (with SANDBOX=off, the kernel is not sandboxed): its clients are
+    GraderKernelClients, and a killed kernel's end is noticed within KILL_POLL_S."""
+
+    client_class = DottedObjectName("course_staff.grading.sandbox.GraderKernelClient")
+    client_factory = Type(GraderKernelClient)
+
+    async def _async_wait(self, pollinterval=KILL_POLL_S):
+        await super()._async_wait(pollinterval)
+
+
+class SandboxedKernelManager(GraderKernelManager):
+    """GraderKernelManager whose kernel runs in bubblewrap (module docstring); IPC transport."""
 
     cpu_seconds = Integer(1200, help="RLIMIT_CPU of the kernel: CPU seconds for a whole notebook").tag(config=True)
     memory_mb = Integer(4096, help="RLIMIT_DATA of the kernel (heap and anonymous memory), MiB").tag(config=True)
