@@ -118,7 +118,7 @@ def main(argv=None):
         for name, jobs, sandbox in RUNS:
             load_before = os.getloadavg()[0]
             seconds, cpu, scores[name], _ = grade_class(server, tmp, roster, kinds, jobs, sandbox)
-            runs[name] = {"seconds": round(seconds, 1), "cpu": round(cpu, 1),
+            runs[name] = {"seconds": round(seconds, 1), "cpu": round(cpu, 1), "jobs": jobs,
                           "load": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
             print(f"JOBS={name}: {seconds:.1f} s wall for {len(roster)} submissions ({seconds / len(roster):.2f} s "
                   f"each); {cpu:.0f} CPU seconds in all ({cpu / len(roster):.2f} per submission); load "

@@ -77,13 +77,31 @@ def _machine(data):
     return f"{cores}-core {parts[1]}"
 
 
-def _class_cpu(data, each=False):
-    """The range of the runs' CPU seconds for the class (per submission with ``each``): the runs whose
-    kernels' CPU the grader sees (unsandboxed; bench_class._children_cpu), or every run of an older file."""
-    runs = [run for name, run in data["runs"].items() if "sandbox off" in name] or list(data["runs"].values())
-    cpu = sorted(run["cpu"] / (data["size"] if each else 1) for run in runs)
-    text = [f"{c:.1f}" if each else f"{c:.0f}" for c in (cpu[0], cpu[-1])]
+def _class_runs(data):
+    """{name: run} of the class runs whose kernels' CPU the grader sees (unsandboxed;
+    bench_class._children_cpu), or every run of an older file."""
+    return ({name: run for name, run in data["runs"].items() if "sandbox off" in name}
+            or dict(data["runs"]))
+
+
+def _span(values, fmt):
+    """"a-b" of the smallest and largest of ``values`` as ``fmt`` writes them ("a" when both read the same)."""
+    text = [fmt(v) for v in (min(values), max(values))]
     return text[0] if text[0] == text[1] else "-".join(text)
+
+
+def _class_cpu(data, each=False):
+    """The range of the runs' CPU seconds for the class (per submission with ``each``)."""
+    return _span([run["cpu"] / (data["size"] if each else 1) for run in _class_runs(data).values()],
+                 (lambda c: f"{c:.1f}") if each else (lambda c: f"{c:.0f}"))
+
+
+def _class_startup(data):
+    """The range of the runs' seconds beyond their graders' share of the CPU (wall - CPU / graders): what a
+    run costs whatever the class's size (start-up, the gradebook, the last grader finishing alone)."""
+    jobs = lambda name, run: run.get("jobs") or int(re.match(r"\d+", name).group(0))    # older files: in the name
+    return _span([run["seconds"] - run["cpu"] / jobs(name, run) for name, run in _class_runs(data).items()],
+                 lambda s: f"{s:.0f}")
 
 
 
@@ -109,6 +127,7 @@ FIGURES = {
     "bench_class.cpu": ("bench_class.json", _class_cpu),
     "bench_class.cpu_each": ("bench_class.json", lambda d: _class_cpu(d, each=True)),
     "bench_class.size": ("bench_class.json", lambda d: str(d["size"])),
+    "bench_class.startup": ("bench_class.json", _class_startup),
     "bench_class.runs": ("bench_class.json", lambda d: str(len(d["runs"]))),
     "bench.table": ("bench.json", lambda d: bench.markdown()),
     "science.table": ("science.json", lambda d: science.markdown()),

@@ -36,6 +36,18 @@ def test_a_span_is_rendered_from_the_results():
     assert figures.render(out) == out, "rendering twice changes nothing"
 
 
+def test_a_class_runs_start_up_is_its_wall_time_beyond_its_cpu_per_grader():
+    """bench_class's "plus 13-18 s per run": wall - CPU / graders of the runs whose kernels' CPU is counted
+    (the unsandboxed ones of a newer file; the control: counting the sandboxed run too moves the span)."""
+    old = {"size": 40, "runs": {"1": {"seconds": 94.8, "cpu": 77.2}, "2": {"seconds": 53.3, "cpu": 80.9}}}
+    assert figures._class_startup(old) == "13-18"
+    new = {"size": 40, "runs": {"1": {"seconds": 100.0, "cpu": 20.0, "jobs": 1},
+                                "2, sandbox off": {"seconds": 50.0, "cpu": 76.0, "jobs": 2},
+                                "1, sandbox off": {"seconds": 90.0, "cpu": 80.0, "jobs": 1}}}
+    assert figures._class_startup(new) == "10-12"
+    assert figures._span([100 - 20, 12, 10], lambda s: f"{s:.0f}") != "10-12"    # the sandboxed run left out
+
+
 def test_band():
     assert figures.within_band(32, 31.9) and figures.within_band(2.2, 2.9)
     assert not figures.within_band(2.2, 3.4) and not figures.within_band(45, 31.9)     # the controls
