@@ -300,3 +300,21 @@ def test_stats_moved_to_another_beta_equal_stats_computed_there(setup, sft):
     opt = exact_optimum(tree, ref, rewards, 0.1)
     with pytest.raises(ValueError):
         stats_at_beta(policy_stats(tree, ref, ref, rewards, 0.1, optimum=opt), 0.2)
+
+
+def test_fast_chunk_gives_the_same_logprobs_bit_for_bit(sft):
+    """A view's tree passes FAST_CHUNK prompts at a time: the same log-probs, bit for bit, as 10 at a time
+    (the default), for the SFT model and for a model with moved weights, as a trained policy has."""
+    import copy
+
+    from course_utils.response_tree import FAST_CHUNK
+
+    moved = copy.deepcopy(sft)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in moved.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=gen))
+    prompts = ALL_PROMPTS[::7]                          # 15 prompts: chunks of 5 and of 10 cut them differently
+    for model in (sft, moved):
+        fast, default = (ResponseTree(prompts, chunk=c).logprobs(model) for c in (FAST_CHUNK, 10))
+        assert all(torch.equal(a, b) for a, b in zip(fast, default))

@@ -60,3 +60,14 @@ def test_fast_png_decodes_to_its_pixels_and_stacks():
     sheet = np.asarray(Image.open(io.BytesIO(stack_pngs([frame, plain], ["a", "b"]))))
     assert sheet.shape == (2 * (7 + 30), 11, 3)
     assert (sheet[30:37] == pixels[..., :3]).all() and (sheet[67:74] == pixels[..., :3]).all()
+
+
+def test_palette_is_matplotlibs_petroff10():
+    """palette() reads the petroff10 style's own file: the same ten colours, in order, as matplotlib's
+    style library gives for it."""
+    from matplotlib import style
+
+    from course_utils.views.base import palette
+
+    assert palette() == list(style.library["petroff10"]["axes.prop_cycle"].by_key()["color"])
+    assert len(set(palette())) == 10

@@ -93,9 +93,15 @@ def palette():
 
 @functools.cache
 def _petroff10():
-    from matplotlib import style
+    """Read from the style's own file: ``matplotlib.style.library`` reads all thirty-odd styles on first
+    use (10 ms of a slider's first draw)."""
+    from pathlib import Path
 
-    return tuple(style.library["petroff10"]["axes.prop_cycle"].by_key()["color"])
+    import matplotlib
+
+    style = matplotlib.rc_params_from_file(Path(matplotlib.get_data_path(), "stylelib", "petroff10.mplstyle"),
+                                           use_default_template=False)
+    return tuple(style["axes.prop_cycle"].by_key()["color"])
 
 
 def series(i, markevery=0.1):
@@ -151,11 +157,18 @@ def png_bytes(pixels):
     h, w, c = pixels.shape
     rows = np.zeros((h, 1 + w * c), np.uint8)                    # each row: filter type 0 (none), its bytes
     rows[:, 1:] = pixels.reshape(h, w * c)
-    header = struct.pack(">IIBBBBB", w, h, 8, {3: 2, 4: 6}[c], 0, 0, 0)    # 8 bits, RGB or RGBA, no interlace
-    png = Png(b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", header) + _png_chunk(b"IDAT", zlib.compress(rows.tobytes(), 1))
-              + _png_chunk(b"IEND", b""))
+    png = _png_of_rows(rows, c)
     png.pixels = pixels
     return png
+
+
+def _png_of_rows(rows, c):
+    """A ``Png`` of unfiltered PNG rows, (H, 1 + W * c) uint8 (each row: its filter byte 0, then its
+    pixels' bytes), c = 3 (RGB) or 4 (RGBA)."""
+    h, w = rows.shape[0], (rows.shape[1] - 1) // c
+    header = struct.pack(">IIBBBBB", w, h, 8, {3: 2, 4: 6}[c], 0, 0, 0)    # 8 bits, RGB or RGBA, no interlace
+    return Png(b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", header) + _png_chunk(b"IDAT", zlib.compress(rows, 1))
+               + _png_chunk(b"IEND", b""))
 
 
 def _png_chunk(kind, data):
@@ -367,22 +380,27 @@ def _stacked(frames, alts, values, describe):
 
 
 def stack_pngs(pngs, heads):
-    """One PNG of ``pngs`` one above the other, each under a line of text (``heads``)."""
+    """One PNG of ``pngs`` one above the other, each under a line of text (``heads``). The sheet is made
+    as the PNG's rows themselves (``_png_of_rows``): no image is copied but into its place."""
     import numpy as np
     from PIL import Image, ImageDraw, ImageFont
 
-    images = [Image.fromarray(png.pixels[..., :3]) if getattr(png, "pixels", None) is not None
-              else Image.open(io.BytesIO(png)).convert("RGB") for png in pngs]
+    images = [png.pixels[..., :3] if getattr(png, "pixels", None) is not None
+              else np.asarray(Image.open(io.BytesIO(png)).convert("RGB")) for png in pngs]
     font = ImageFont.load_default(size=18)
     line = 30
-    width = max(im.width for im in images)
-    sheet = Image.new("RGB", (width, sum(im.height + line for im in images)), "white")
-    draw, y = ImageDraw.Draw(sheet), 0
+    width = max(im.shape[1] for im in images)
+    rows = np.full((sum(im.shape[0] + line for im in images), 1 + 3 * width), 255, np.uint8)
+    rows[:, 0] = 0                                               # each row's filter type: none
+    y = 0
     for im, head in zip(images, heads):
-        draw.text((8, y + 5), head, fill="black", font=font)
-        sheet.paste(im, (0, y + line))
-        y += im.height + line
-    return png_bytes(np.asarray(sheet))
+        strip = Image.new("L", (width, line), 255)               # the head: black text on white
+        ImageDraw.Draw(strip).text((8, 5), head, fill=0, font=font)
+        rows[y:y + line, 1:] = np.repeat(np.asarray(strip), 3, axis=1)
+        h, w = im.shape[:2]
+        rows[y + line:y + line + h, 1:1 + 3 * w] = im.reshape(h, 3 * w)
+        y += h + line
+    return _png_of_rows(rows, 3)
 
 
 __all__ = ["View", "palette", "series", "image_output", "show_png", "plain", "figure_png", "Png", "png_bytes", "canvas_png", "Figure",

@@ -22,17 +22,16 @@ import torch
 
 from course_utils.critic_fit import FIT_ITERS, fit_critic
 from course_utils.policy_evaluation import at_tokens, policy_values, token_states
-from course_utils.response_tree import ALL_PROMPTS, ResponseTree
+from course_utils.response_tree import ALL_PROMPTS, FAST_CHUNK, ResponseTree
 from course_utils.reward_model import digit_counts
 from course_utils.tinylm import MAX_NEW, sample
 from course_utils.tree_optimum import soft_values
 from course_utils.views.base import MARKERS, FastFigure, PngFigure, View, few_ticks, palette, series, show_slider
+from course_utils.views.optimum import reference_logprobs_on
 
 LAMBDAS = tuple(round(0.05 * i, 2) for i in range(21))        # the slider: 0, 0.05, ..., 1
 N_EVAL = 1000           # rollouts of the trained policy the comparison is made on
 PROMPTS = ALL_PROMPTS[::5]      # their prompts: 20 of the 100 ("0+0=", "0+5=", "1+0=", ...), a tree each
-TREE_CHUNK = 5          # prompts per batched pass over the tree: a depth-3 pass of 5 stays in cache (the same
-                        # log-probs, bit for bit, as 10 at a time, in three quarters of the time)
 
 
 class CriticView(View):
@@ -50,8 +49,9 @@ class CriticView(View):
         policy, sft, beta = self.runs.run(self.cfg)[0], self.runs.sft, self.cfg.beta
         kl_penalized_rewards, gae_per_token, _ = self.fns
         self.critic = fit_critic(policy, sft, rm, rm_offset, self.cfg, *self.fns, self.fit_iters, self.seed)
-        tree = ResponseTree(PROMPTS, chunk=TREE_CHUNK)
-        logp, ref_logp, tree_rewards = tree.logprobs(policy), tree.logprobs(sft), tree.rm_rewards(rm, rm_offset)
+        tree = ResponseTree(PROMPTS, chunk=FAST_CHUNK)
+        # the SFT model's pass: Experiment 8's over the 100 prompts, if it has been made
+        logp, ref_logp, tree_rewards = tree.logprobs(policy), reference_logprobs_on(tree, sft), tree.rm_rewards(rm, rm_offset)
         values, q = policy_values(logp, ref_logp, tree_rewards, beta)
         self.optimum_check = self._optimum_check(ref_logp, tree_rewards, beta)
 

@@ -42,13 +42,17 @@ def _log_probs_image(p):
     return np.log10(np.maximum(np.asarray(p, dtype=float), PROB_FLOOR))
 
 
-def _heatmap(ax, data, title, **kwargs):
-    """A V x V table: row = first token, column = second token."""
+def _heatmap(ax, data, title, rows=True, **kwargs):
+    """A V x V table: row = first token, column = second token. ``rows=False``: no row labels (a heatmap
+    right of one with the same rows: each labelled tick is a few ms of a slider's first draw)."""
     im = ax.imshow(data, interpolation="nearest", **kwargs)
     ax.set_xticks(range(VOCAB_SIZE), LABELS, fontsize=7, rotation=90)
-    ax.set_yticks(range(VOCAB_SIZE), LABELS, fontsize=7)
     ax.set_xlabel("second token y2", fontsize=8)
-    ax.set_ylabel("first token y1", fontsize=8)
+    if rows:
+        ax.set_yticks(range(VOCAB_SIZE), LABELS, fontsize=7)
+        ax.set_ylabel("first token y1", fontsize=8)
+    else:
+        ax.set_yticks([])
     ax.set_title(title, fontsize=9, y=1.0)     # y given: no automatic title placement (slow)
     return im
 
@@ -252,9 +256,9 @@ class BetaView(View):
         ax = self.fig.subplots(1, 4, width_ratios=[1, 1, 1, 1.35])
         lo = np.log10(PROB_FLOOR)
         _heatmap(ax[0], _log_probs_image(self.ref), "log10 pi_ref(y1 y2)", vmin=lo, vmax=0, cmap="viridis")
-        rim = _heatmap(ax[1], self.rewards, "reward r(y1 y2)", vmin=-1, vmax=1, cmap="PuOr")   # colour-blind safe
+        rim = _heatmap(ax[1], self.rewards, "reward r(y1 y2)", rows=False, vmin=-1, vmax=1, cmap="PuOr")   # colour-blind safe
         few_ticks(self.fig.colorbar(rim, ax=ax[1], shrink=0.8).ax.yaxis)
-        self.image = _heatmap(ax[2], _log_probs_image(self.ref), "log10 pi*", vmin=lo, vmax=0,
+        self.image = _heatmap(ax[2], _log_probs_image(self.ref), "log10 pi*", rows=False, vmin=lo, vmax=0,
                               cmap="viridis")
         few_ticks(self.fig.colorbar(self.image, ax=ax[2], shrink=0.8).ax.yaxis)
         c = ax[3]

@@ -28,8 +28,9 @@ from course_utils.views.base import FastFigure, Figure, PngFigure, View, log_axi
 from course_utils.views.lab12 import REFERENCE_PATH, last_third, load_reference_curves
 
 CURVE_BETAS = tuple(float(b) for b in np.geomspace(0.005, 20.0, 41))   # the optima's curves, from far to near pi_ref
-OPTIMUM_LABELS = {"rm": r"$\pi^*_{RM}$ (the reward model's optimum)",
-                  "gold": r"$\pi^*_{gold}$ (the labeler's own score: a verifiable reward)"}
+# plain text, not mathtext: BetaSlider redraws its legend on every frame, and mathtext's parse is slow
+OPTIMUM_LABELS = {"rm": "π* of the RM (the reward model's optimum)",
+                  "gold": "π* of gold (the labeler's own score: a verifiable reward)"}
 KL_TICKS = (0.01, 0.1, 1, 10, 100)
 KL_FLOOR = 0.01           # KLs below are drawn here (the SFT model itself is at 0)
 
@@ -447,7 +448,7 @@ class BetaSlider(View):
         self.ax_kl.set_xticks(range(len(self.labels)), self.labels, fontsize=8)
         log_axis(self.ax_kl, "y", KL_TICKS)
         self.ax_kl.set_ylim(KL_FLOOR * 0.8, 150)
-        self.ax_kl.set_title(r"KL($\pi\,\|\,\pi^*$) to both optima of this $\beta$, exact", fontsize=10)
+        self.ax_kl.set_title("KL(π ‖ π*) to both optima of this β, exact", fontsize=10, y=1.0)
         self._legend(self.ax_kl)
         moving = [a for artists in self.shown.values() for a in artists] + [self.ax.title, self.ax.legend_]
         self.frame, self.frames = FastFigure(self.fig, moving), {}      # axes, curves and labels drawn once
@@ -459,7 +460,7 @@ class BetaSlider(View):
         for name, marker in (("rm", "P"), ("gold", "X")):
             s = self.optima[name][beta]
             artists += self.ax.plot([_kl(s.kl)], [s.gold], marker, color="black", ms=10,
-                                    label=rf"$\pi^*_{{{name.upper() if name == 'rm' else name}}}$ at this $\beta$")
+                                    label=f"π* of {'the RM' if name == 'rm' else name} at this β")
         for i, label in enumerate(self.labels):
             if label in figs:
                 f, style = figs[label]["rm"], series(i + 3)
@@ -484,7 +485,8 @@ class BetaSlider(View):
         for b, artists in self.shown.items():
             for a in artists:
                 a.set_visible(b == beta)
-        self.ax.set_title(rf"$\beta$ = {beta:g}: gold against KL (curves: the optima over $\beta$)", fontsize=10)
+        # plain text, y given: a new title is a new mathtext parse, and automatic placement is slow
+        self.ax.set_title(f"β = {beta:g}: gold against KL (curves: the optima over β)", fontsize=10, y=1.0)
 
     def update(self, value):
         """The frame at beta ``value``: drawn on its first visit, then kept (a beta's frame is fixed by its

@@ -14,8 +14,9 @@ import math
 import weakref
 
 import numpy as np
+import torch
 
-from course_utils.response_tree import ResponseTree
+from course_utils.response_tree import ALL_PROMPTS, ResponseTree
 from course_utils.tree_optimum import TiltedOptimum, exact_optimum, policy_stats
 from course_utils.runs import SWEEP_BETAS
 from course_utils.views.base import FastFigure, Figure, PngFigure, View, few_ticks, log_axis, palette, show_slider
@@ -31,12 +32,16 @@ def _decades(low, high):
 _ON_TREE = weakref.WeakKeyDictionary()        # {model: (what it was computed for, tree tensors)}
 
 
+def _key(prompts, model, name, args):
+    """What a result on the tree of ``prompts`` was computed for: the model's weights as they are now."""
+    params = list(model.parameters())
+    return tuple(prompts), name, args, tuple(p.data_ptr() for p in params), tuple(p._version for p in params)
+
+
 def _once_per_tree(tree, model, compute, *args):
     """``compute(model, *args)`` on ``tree``, computed once per tree while the model's weights stay as
     they are: what the comparison and the slider of Experiment 8 share."""
-    params = list(model.parameters())
-    key = (tuple(tree.prompts), compute.__name__, args, tuple(p.data_ptr() for p in params),
-           tuple(p._version for p in params))
+    key = _key(tree.prompts, model, compute.__name__, args)
     cached = _ON_TREE.setdefault(model, {}).get(compute.__name__)
     if cached is None or cached[0] != key:
         cached = _ON_TREE[model][compute.__name__] = (key, compute(model, *args))
@@ -47,6 +52,18 @@ def reference_logprobs(tree, model):
     """``tree.logprobs(model)`` of the reference (the SFT model), once per tree (``_once_per_tree``):
     the exact pass over every response to the 100 prompts, most of a slider's first draw."""
     return _once_per_tree(tree, model, tree.logprobs)
+
+
+def reference_logprobs_on(tree, model):
+    """``tree.logprobs(model)`` on a tree of some of the 100 prompts: the rows of the 100 prompts' pass when
+    ``reference_logprobs`` has made it (Experiment 8) with the model's weights as they are now, else
+    computed. The same numbers bit for bit: a prompt's log-probs do not depend on the prompts passed with
+    it (tests/test_lab12_views.py)."""
+    cached = _ON_TREE.get(model, {}).get("logprobs")
+    if cached is None or cached[0] != _key(ALL_PROMPTS, model, "logprobs", ()):
+        return tree.logprobs(model)
+    rows = torch.tensor([ALL_PROMPTS.index(p) for p in tree.prompts])
+    return [t[rows] for t in cached[1]]
 
 
 def rm_rewards(tree, rm, rm_offset):
@@ -287,4 +304,4 @@ class OptimumSlider(View):
 
 
 __all__ = ["compare_sweep", "stats_at_beta", "print_sweep", "plot_sweep", "OptimumComparison", "OptimumSlider", "BETA_ZERO",
-           "reference_logprobs", "rm_rewards"]
+           "reference_logprobs", "reference_logprobs_on", "rm_rewards"]
