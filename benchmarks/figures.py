@@ -61,8 +61,9 @@ def _longest(what, kind="", digits=0):
 
 
 def _minutes(minutes):
+    """"14 min 36 s", or "56 s" under a minute."""
     whole = int(minutes)
-    return f"{whole} min {round((minutes - whole) * 60)} s"
+    return f"{whole} min {round((minutes - whole) * 60)} s" if whole else f"{round(minutes * 60)} s"
 
 
 def _verdict(row):
