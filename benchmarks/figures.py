@@ -105,8 +105,6 @@ def _class_startup(data):
                  lambda s: f"{s:.0f}")
 
 
-
-
 # the timing sentences students, TAs and README read: each figure here (bench.KEY), under
 # ATEN_CPU_CAPABILITY=default (bench.KEY.default) and what a slow laptop takes (bench.KEY.slow)
 TIMINGS = {
@@ -129,7 +127,6 @@ FIGURES = {
     "bench_class.cpu_each": ("bench_class.json", lambda d: _class_cpu(d, each=True)),
     "bench_class.size": ("bench_class.json", lambda d: str(d["size"])),
     "bench_class.startup": ("bench_class.json", _class_startup),
-    "bench_class.runs": ("bench_class.json", lambda d: str(len(d["runs"]))),
     "bench.table": ("bench.json", lambda d: bench.markdown()),
     "science.table": ("science.json", lambda d: science.markdown()),
     "bench_class.table": ("bench_class.json", lambda d: bench_class.markdown()),
