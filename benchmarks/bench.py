@@ -359,6 +359,7 @@ def _count_gc(phase, info):
 
 
 gc.callbacks.append(_count_gc)
+import IPython.display      # a fresh kernel has it loaded (ipykernel runs on IPython); not ipywidgets: its import is timed
 c0, t0 = time.process_time(), time.perf_counter()
 view = ns["view"] = eval({view!r}, ns)
 view.prepare()
