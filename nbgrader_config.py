@@ -72,10 +72,10 @@ try:
     #     test cells that only lack their hidden tests (every honest submission)
     # ... and what is wrong with the file itself (a pasted cell, metadata gone, input(), ...) is one
     #     line about the student in the log and a note atop the feedback (ReportNotebookProblems)
-    # ... and the graded kernel starts while the rest of the sanitizing runs (StartKernelEarly: the same
-    #     kernel Execute would start, after OverwriteKernelspec has named it)
-    c.Autograde.sanitize_preprocessors = [ReportNotebookProblems, pp.ClearOutput, pp.DeduplicateIds,
-                                          pp.OverwriteKernelspec, StartKernelEarly, RestoreReadOnlyCells,
+    # ... and the graded kernel starts while the sanitizing runs (StartKernelEarly: the same kernel
+    #     Execute would start, which Execute takes only if nothing of its launch changed meanwhile)
+    c.Autograde.sanitize_preprocessors = [StartKernelEarly, ReportNotebookProblems, pp.ClearOutput,
+                                          pp.DeduplicateIds, pp.OverwriteKernelspec, RestoreReadOnlyCells,
                                           pp.CheckCellMetadata]
     # a cell that kills the kernel (os._exit) fails like any other cell, the rest is still graded;
     # a notebook that rebinds the checks or patches torch/numpy/math is held at 0 for review; every
