@@ -17,6 +17,7 @@ try:
 
     from course_staff.course import COURSE_ID
     from course_staff.grading import sandbox
+    from course_staff.grading.early_kernel import StartKernelEarly
     from course_staff.grading.late_policy import LatePolicy
     from course_staff.grading.manual_scores import ReportManualScores
     from course_staff.grading.nbgrader_plugins import (ClearWidgetState, FlagTampering, FlagWrittenAnswers,
@@ -71,8 +72,11 @@ try:
     #     test cells that only lack their hidden tests (every honest submission)
     # ... and what is wrong with the file itself (a pasted cell, metadata gone, input(), ...) is one
     #     line about the student in the log and a note atop the feedback (ReportNotebookProblems)
-    c.Autograde.sanitize_preprocessors = [ReportNotebookProblems, pp.ClearOutput, pp.DeduplicateIds,
-                                          pp.OverwriteKernelspec, RestoreReadOnlyCells, pp.CheckCellMetadata]
+    # ... and the graded kernel starts while the sanitizing runs (StartKernelEarly: the same kernel
+    #     Execute would start, which Execute takes only if nothing of its launch changed meanwhile)
+    c.Autograde.sanitize_preprocessors = [StartKernelEarly, ReportNotebookProblems, pp.ClearOutput,
+                                          pp.DeduplicateIds, pp.OverwriteKernelspec, RestoreReadOnlyCells,
+                                          pp.CheckCellMetadata]
     # a cell that kills the kernel (os._exit) fails like any other cell, the rest is still graded;
     # a notebook that rebinds the checks or patches torch/numpy/math is held at 0 for review; every
     # written answer waits for a TA (a blank one with its 0); a manual score that stays in force over

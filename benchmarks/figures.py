@@ -97,6 +97,35 @@ def _class_cpu(data, each=False):
                  (lambda c: f"{c:.1f}") if each else (lambda c: f"{c:.0f}"))
 
 
+def _class_cpu_most(data):
+    """The costliest of the runs' CPU seconds per submission, to a tenth: what "a class of N takes about N x
+    this" plans on."""
+    return f"{max(run['cpu'] for run in _class_runs(data).values()) / data['size']:.1f}"
+
+
+CLASS_OF = 400          # the class the TA guide's table plans for
+
+
+def _class_table(data):
+    """The TA guide's table: a class of CLASS_OF at _class_cpu_most seconds each, on 1-8 cores and 1-4 machines."""
+    each = float(_class_cpu_most(data))
+
+    def text(seconds):
+        minutes = seconds / 60
+        return f"{seconds:.0f} s" if seconds < 60 else f"{minutes:.0f} min" if minutes >= 10 else f"{minutes:.1f} min"
+    lines = [f"| {CLASS_OF} submissions | 1 machine | 2 machines | 4 machines |", "|---|---|---|---|"]
+    for cores in (1, 2, 4, 8):
+        label = f"{cores} core each " if cores == 1 else f"{cores} cores each"
+        lines.append(f"| {label} | " + " | ".join(text(CLASS_OF * each / (cores * machines))
+                                                 for machines in (1, 2, 4)) + " |")
+    return "\n".join(lines)
+
+
+def _class_seconds(jobs):
+    """render(data) of the wall seconds of the class run with ``jobs`` graders (sandboxed)."""
+    return lambda data: f"{data['runs'][str(jobs)]['seconds']:.0f}"
+
+
 def _class_startup(data):
     """The range of the runs' seconds beyond their graders' share of the CPU (wall - CPU / graders): what a
     run costs whatever the class's size (start-up, the gradebook, the last grader finishing alone)."""
@@ -112,6 +141,8 @@ TIMINGS = {
        for key, (what, digits) in quoted.ROWS.items()},
     **{f"bench.{key}{kind}": ("bench.json", _longest(what, kind, digits)) for kind in quoted.KINDS
        for key, (what, digits) in quoted.LONGEST.items()},
+    **{f"bench.kernel_start_{kind}": ("bench.json", _seconds(f"autograde: a kernel's start and stop, {kind}", "", 2))
+       for kind in ("sandboxed", "unsandboxed")},
 }
 
 # key -> (results file, render(data) -> text)
@@ -127,6 +158,12 @@ FIGURES = {
     "bench_class.cpu_each": ("bench_class.json", lambda d: _class_cpu(d, each=True)),
     "bench_class.size": ("bench_class.json", lambda d: str(d["size"])),
     "bench_class.startup": ("bench_class.json", _class_startup),
+    "bench_class.cpu_each_most": ("bench_class.json", _class_cpu_most),
+    "bench_class.class_table": ("bench_class.json", _class_table),
+    "bench_class.seconds_one": ("bench_class.json", _class_seconds(1)),
+    "bench_class.seconds_two": ("bench_class.json", _class_seconds(2)),
+    "bench_class.speedup": ("bench_class.json",
+                            lambda d: f"{d['runs']['1']['seconds'] / d['runs']['2']['seconds']:.1f}"),
     "bench.table": ("bench.json", lambda d: bench.markdown()),
     "science.table": ("science.json", lambda d: science.markdown()),
     "bench_class.table": ("bench_class.json", lambda d: bench_class.markdown()),

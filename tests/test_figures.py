@@ -235,3 +235,12 @@ def test_a_raw_run_is_written_with_the_provenance_of_the_tree_that_ran_it(tmp_pa
     default.write_text(json.dumps(_raw("AVX2", ["science: 5/5 seeds meet every criterion"])))
     with pytest.raises(SystemExit, match="not under ATEN_CPU_CAPABILITY=default"):
         science.from_raw(native, provenance.REPO, beside=default, out=out)
+
+
+def test_verdict_says_within_or_over_its_budget_as_the_row_was_judged():
+    """The control is the second row: over its budget, it must not read "within"."""
+    assert figures._verdict({"ok": True, "budget": 15, "median": 14.7}) == "within its 15-minute budget"
+    assert figures._verdict({"ok": False, "budget": 15, "median": 15.2}) == "over its 15-minute budget"
+    assert figures._verdict({"ok": True, "budget": 7.5, "median": 3}) == "within its 7.5-minute budget"
+    row = figures._the_row(figures.results("make_test.json"), "`make test`")
+    assert figures.figure("make_test.verdict").startswith("within" if row["ok"] else "over")

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from course_staff.testbed import harness as h
-from course_staff.grading import sandbox
+from course_staff.grading import early_kernel, sandbox
 from course_staff.grading.nbgrader_plugins import QUOTED, hidden_lines, quoted_hidden_tests
 
 LAB = "lab11"
@@ -444,3 +444,10 @@ def test_control_the_stock_client_waits_for_silence():
     """The control: jupyter_client's wait_for_ready (SteadyKernelClient's) never calls this kernel ready."""
     from course_utils.kernel_client import SteadyKernelClient
     assert _ready(SteadyKernelClient) == 100
+
+
+@pytest.mark.slow
+def test_each_notebook_runs_in_the_kernel_started_while_sanitizing(graded):
+    """StartKernelEarly's kernel is the one each student's notebook runs in (course_staff/grading/early_kernel.py),
+    sandboxed or not; the attacks and scores above are those of that kernel."""
+    assert graded["log"].count(early_kernel.TAKEN) == 3, graded["log"][-3000:]

@@ -40,6 +40,7 @@ from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocess
 from traitlets import Bool, Integer
 
 from course_staff.course import WITHHELD, config, is_grade, is_locked, is_solution, is_written_answer
+from course_staff.grading import early_kernel
 
 KERNEL_DIED = ("KernelDied", "the kernel died while running this cell (os._exit, a crash or out of "
                "memory); it was skipped, the kernel restarted and the cells above it were run again")
@@ -156,6 +157,19 @@ class SurviveKernelDeath(Execute):
                 await self.async_start_new_kernel()
 
     start_new_kernel_client = run_sync(async_start_new_kernel_client)
+
+    async def async_start_new_kernel(self, early=False, **kwargs):
+        """nbclient's, except that the kernel StartKernelEarly started for this very launch is taken
+        instead (early=True: that early start itself)."""
+        if not early:
+            km = early_kernel.claim(self, kwargs)
+            if km is not None:
+                self.log.info(early_kernel.TAKEN)
+                self.km = km
+                return
+        await super().async_start_new_kernel(**kwargs)
+
+    start_new_kernel = run_sync(async_start_new_kernel)     # what nbconvert's (sync) setup_kernel calls
 
     def preprocess(self, nb, resources=None, km=None):
         self._skip_on_replay = set()

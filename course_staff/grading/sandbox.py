@@ -271,6 +271,12 @@ class GraderKernelManager(SteadyKernelManager):
 
     client_class = DottedObjectName("course_staff.grading.sandbox.GraderKernelClient")
     client_factory = Type(GraderKernelClient)
+    early_client = None     # a client made with the kernel (course_staff/grading/early_kernel.py)
+
+    def client(self, **kwargs):
+        """The early client, once (its channels started but the heartbeat), else a new client."""
+        early, self.early_client = self.early_client, None
+        return early if early is not None else super().client(**kwargs)
 
     async def _async_wait(self, pollinterval=KILL_POLL_S):
         await super()._async_wait(pollinterval)
