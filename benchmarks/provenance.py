@@ -142,7 +142,10 @@ def _tree(rel, root):
     """The syntax tree of a .py file, or of a notebook's code cells (read once while it is unchanged)."""
     path = Path(root) / rel
     stat = path.stat()
-    return _cached_tree(str(path), rel, stat.st_mtime_ns, stat.st_size)
+    try:
+        return _cached_tree(str(path), rel, stat.st_mtime_ns, stat.st_size)
+    except SystemError:     # Python 3.11's "AST constructor recursion depth mismatch", now and then in a thread: again
+        return _cached_tree(str(path), rel, stat.st_mtime_ns, stat.st_size)
 
 
 def imported(tree, module, is_package, known):
