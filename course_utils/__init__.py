@@ -1,6 +1,8 @@
 """The toy world of Labs 11 and 12, as students install it. One concept per module:
 
     tinylm         the toy LM: vocabulary, prompts "a+b=", TinyLM, sampling, the SFT checkpoint
+    dynamo_on_demand  torch.optim without importing torch's compiler until something compiles (tinylm installs it)
+    memory         glibc malloc keeps the memory a large pass freed for the next one (tinylm sets it)
     labeler        the hidden labeler: gold_score, KAPPA, noisy Plackett-Luce rankings
     reward_model   the proxy reward model DigitRM and its features (digit counts)
     ppo_helpers    what PPO needs besides the lab's tasks: the critic, masked statistics, the ptx loss

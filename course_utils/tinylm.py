@@ -19,12 +19,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course_utils import causal_pass
+from course_utils import causal_pass, dynamo_on_demand, memory
 from course_utils.causal_pass import CausalPass, attend, softmax
 
 # A model this small is overhead-bound: one thread is faster than two, and a fixed thread count
 # keeps every run bit-identical.
 torch.set_num_threads(1)
+dynamo_on_demand.install()        # the first torch.optim.Adam(...) would import torch's compiler: ~1.2 CPU s
+memory.keep_freed()               # a large batch's pass reuses the memory the last one freed (no page faults)
 
 # ----------------------------------------------------------------------------- vocabulary
 TOKENS = list("0123456789") + ["+", "=", "<bos>", "<eos>", "<pad>"]
