@@ -17,12 +17,11 @@ try:
 
     from course_staff.course import COURSE_ID
     from course_staff.grading import sandbox
-    from course_staff.grading.early_kernel import StartKernelEarly
     from course_staff.grading.late_policy import LatePolicy
     from course_staff.grading.manual_scores import ReportManualScores
     from course_staff.grading.nbgrader_plugins import (ClearWidgetState, FlagTampering, FlagWrittenAnswers,
                                               HideTestCode, ReportNotebookProblems, RestoreReadOnlyCells,
-                                              SurviveKernelDeath)
+                                              StartKernelEarly, SurviveKernelDeath)
     from course_utils.selfcheck import ANSWER_STUB, CELL_LIMIT_S, CODE_STUB    # `make check` knows the same
 
     c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)

@@ -12,18 +12,17 @@ Execute (``SurviveKernelDeath``) then ``claim``s it instead of starting its own,
 those is equal at that moment; anything else is shut down and a kernel started as before.
 
     c.Autograde.sanitize_preprocessors = [StartKernelEarly, ...]
+
+``StartKernelEarly`` (course_staff/grading/nbgrader_plugins.py, beside the Execute it starts for) makes the
+client as Execute makes itself and calls ``start``; this module keeps the one pending kernel.
 """
 
 import atexit
-import copy
 import os
 import shutil
 
-from nbclient import NotebookClient
 from nbclient.util import run_sync
 from nbgrader import utils
-from nbformat.notebooknode import NotebookNode
-from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteKernelspec
 
 TAKEN = "Executing in the kernel started while sanitizing"     # Execute's log line when it claims one
 _pending = None     # (launch key, kernel manager) of the one kernel started early and not yet claimed
@@ -78,36 +77,18 @@ def _discard_pending():
         _discard(pending[1])
 
 
-class StartKernelEarly(NbGraderPreprocessor):
-    """Sanitize preprocessor: start the kernel Execute will run this notebook in (module docstring)."""
-
-    def preprocess(self, nb, resources):
-        global _pending
-        converter = getattr(self.parent, "parent", None)        # exporter -> nbgrader's Autograde converter
-        if not hasattr(converter, "_format_dest"):
-            return nb, resources
-        from course_staff.grading.nbgrader_plugins import SurviveKernelDeath
-
-        info = resources["nbgrader"]
-        notebook = os.path.join(converter._format_dest(info["assignment"], info["student"]),
-                                f"{info['notebook']}.ipynb")   # where Execute will read it (write_single_notebook)
-        folder = os.path.split(notebook)[0]
-        converter.writer._makedir(folder)       # as the writer makes it next (a lab of notebooks only: not yet)
-        named = NotebookNode(metadata=copy.deepcopy(nb.metadata), cells=[])
-        OverwriteKernelspec(parent=self.parent).preprocess(named, resources)   # the kernel's name, as it will be
-        client = SurviveKernelDeath(parent=self.parent)
-        NotebookClient.__init__(client, named, None)    # as Execute.preprocess sets itself up (config applied)
-        client._check_assign_resources({"metadata": {"path": folder}})
-        client.km = client.create_kernel_manager()
-        if _pending is not None:
-            _discard_pending()
-        with utils.setenv(NBGRADER_EXECUTION="autograde"):     # as nbgrader runs Execute
-            key = launch_key(client, {})
-            run_sync(client.async_start_new_kernel)(early=True)
-        # its client too: the IOPub subscription is made while the kernel starts, so the kernel's first
-        # "idle" is not published before anyone listens (which costs the client a resent kernel_info,
-        # sandbox.IOPUB_WAIT_S); nbclient starts the heartbeat itself, a thread that starts once
-        client.km.early_client = client.km.client()
-        client.km.early_client.start_channels(hb=False)
-        _pending = (key, client.km)
-        return nb, resources
+def start(client):
+    """Start the kernel of ``client`` (made as Execute makes itself, its kernel manager created) and keep it
+    for ``claim``; a kernel still pending is shut down first."""
+    global _pending
+    if _pending is not None:
+        _discard_pending()
+    with utils.setenv(NBGRADER_EXECUTION="autograde"):     # as nbgrader runs Execute
+        key = launch_key(client, {})
+        run_sync(client.async_start_new_kernel)(early=True)
+    # its client too: the IOPub subscription is made while the kernel starts, so the kernel's first
+    # "idle" is not published before anyone listens (which costs the client a resent kernel_info,
+    # sandbox.IOPUB_WAIT_S); nbclient starts the heartbeat itself, a thread that starts once
+    client.km.early_client = client.km.client()
+    client.km.early_client.start_channels(hb=False)
+    _pending = (key, client.km)

@@ -4,6 +4,8 @@ ClearWidgetState  -- generate_assignment: drop saved ipywidgets state, so no ima
                      run can reach release/.
 HideTestCode      -- generate_feedback: a failed check shows its error type and message, never the
                      traceback, which would quote the lines of a hidden test.
+StartKernelEarly  -- autograde, first sanitize step: starts the kernel Execute will take
+                     (course_staff/grading/early_kernel.py), while nbgrader sanitizes the notebook.
 SurviveKernelDeath -- autograde: a cell that kills the kernel (os._exit, a crash, out of memory)
                      scores like a failing cell instead of leaving the whole notebook ungraded;
                      a kernel that dies while starting is started again; before each cell with
@@ -29,14 +31,16 @@ check_config      -- `python -m course_staff.grading.nbgrader_plugins`: load nbg
 
 import ast
 import copy
+import os
 
 import nbformat
+from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 from nbclient.util import run_sync
 from nbformat.notebooknode import NotebookNode
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader import utils
-from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor, OverwriteCells
+from nbgrader.preprocessors import ClearHiddenTests, Execute, NbGraderPreprocessor, OverwriteCells, OverwriteKernelspec
 from traitlets import Bool, Integer
 
 from course_staff.course import WITHHELD, config, is_grade, is_locked, is_solution, is_written_answer
@@ -377,6 +381,29 @@ def quoted_hidden_tests(cells):
                     where = cell.metadata.get("nbgrader", {}).get("grade_id") or f"#{index}"
                     reasons.append(f"cell {where}: its output quoted a hidden test ({quoted[0][:40]!r}...)")
     return reasons
+
+
+class StartKernelEarly(NbGraderPreprocessor):
+    """Sanitize preprocessor: start the kernel Execute will run this notebook in (course_staff/grading/early_kernel.py)."""
+
+    def preprocess(self, nb, resources):
+        converter = getattr(self.parent, "parent", None)        # exporter -> nbgrader's Autograde converter
+        if not hasattr(converter, "_format_dest"):
+            return nb, resources
+
+        info = resources["nbgrader"]
+        notebook = os.path.join(converter._format_dest(info["assignment"], info["student"]),
+                                f"{info['notebook']}.ipynb")   # where Execute will read it (write_single_notebook)
+        folder = os.path.split(notebook)[0]
+        converter.writer._makedir(folder)       # as the writer makes it next (a lab of notebooks only: not yet)
+        named = NotebookNode(metadata=copy.deepcopy(nb.metadata), cells=[])
+        OverwriteKernelspec(parent=self.parent).preprocess(named, resources)   # the kernel's name, as it will be
+        client = SurviveKernelDeath(parent=self.parent)
+        NotebookClient.__init__(client, named, None)    # as Execute.preprocess sets itself up (config applied)
+        client._check_assign_resources({"metadata": {"path": folder}})
+        client.km = client.create_kernel_manager()
+        early_kernel.start(client)
+        return nb, resources
 
 
 class FlagTampering(NbGraderPreprocessor):
