@@ -208,3 +208,12 @@ def test_a_snapshot_leaves_the_random_state_alone(moved):
     torch.manual_seed(0)
     assert torch.equal(after, torch.rand(3)), "a run that keeps snapshots must draw what a run without them draws"
     assert torch.equal(copy.weights, moved[0].weights) and not copy.weights.requires_grad
+
+
+def test_optimum_curves_are_solved_once_per_referee(referee, monkeypatch):
+    """The Frontier cell and BetaSlider below it draw the same curves: the second reads the first's."""
+    V._CURVES.pop(referee, None)
+    want = {name: referee.curve(name, V.CURVE_BETAS) for name in ("rm", "gold")}
+    assert [V.optimum_curve(referee, name) for name in ("rm", "gold")] == [want["rm"], want["gold"]]
+    monkeypatch.setattr(referee, "curve", lambda *a: pytest.fail("solved again"))
+    assert [V.optimum_curve(referee, name) for name in ("rm", "gold")] == [want["rm"], want["gold"]]

@@ -18,6 +18,7 @@ The functions under them (``plot_frontier(referee, {label: (policy, beta)})``, .
 """
 
 import dataclasses
+import weakref
 
 import numpy as np
 import torch
@@ -51,10 +52,22 @@ def ppo_reference(data=None):
             for beta, runs in sorted(data["runs"].items())]
 
 
+_CURVES = weakref.WeakKeyDictionary()      # {referee: {name: referee.curve(name, CURVE_BETAS)}}
+
+
+def optimum_curve(referee, name):
+    """``referee.curve(name, CURVE_BETAS)``, once per referee (a referee's optima never change): the
+    Frontier cell draws the curves, and BetaSlider's first draw below it draws them again (50 ms)."""
+    curves = _CURVES.setdefault(referee, {})
+    if name not in curves:
+        curves[name] = referee.curve(name, CURVE_BETAS)
+    return curves[name]
+
+
 def _optimum_curves(ax, referee):
     styles = {"rm": dict(color="gray", ls="--"), "gold": dict(color="black", ls=":")}
     for name in ("rm", "gold"):
-        pts = referee.curve(name, CURVE_BETAS)
+        pts = optimum_curve(referee, name)
         ax.plot([_kl(p["kl"]) for p in pts], [p["gold"] for p in pts], lw=1.5, label=OPTIMUM_LABELS[name],
                 **styles[name])
 
