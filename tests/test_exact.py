@@ -318,3 +318,15 @@ def test_fast_chunk_gives_the_same_logprobs_bit_for_bit(sft):
     for model in (sft, moved):
         fast, default = (ResponseTree(prompts, chunk=c).logprobs(model) for c in (FAST_CHUNK, 10))
         assert all(torch.equal(a, b) for a, b in zip(fast, default))
+
+
+def test_complete_only_shortcuts_equal_their_definitions_bit_for_bit(setup):
+    """TiltedOptimum's two shortcuts give, bit for bit, what they stand for: complete_path_logprobs is
+    complete_only(path_logprobs(.)), and complete_features()(rows) is complete_only(features_of(rows))."""
+    from course_utils.response_tree import complete_only, complete_path_logprobs, path_logprobs
+
+    tree, ref, _ = setup
+    assert torch.equal(complete_path_logprobs(ref), complete_only(path_logprobs(ref)))
+    features_of = tree.complete_features()
+    for rows in (slice(0, 2), slice(1, None), torch.tensor([2, 0])):
+        assert torch.equal(features_of(rows), complete_only(tree.features_of(rows)))
