@@ -48,8 +48,8 @@ DEPTHS = range(MAX_NEW)                                # 0..3
 TERMINAL = [torch.arange(N_ACTIONS) == EOS_COL for _ in range(MAX_NEW - 1)] + [torch.ones(N_ACTIONS, dtype=torch.bool)]
 ALL_PROMPTS = [f"{a}+{b}=" for a in range(10) for b in range(10)]
 FEATURES = RESPONSE_METRICS                                # what the labeler sees, per response
-FAST_CHUNK = 5          # prompts per batched pass that a view asks for: a depth-3 pass of 5 stays in cache, the
-                        # same log-probs, bit for bit, as 10 at a time (tests/test_exact.py), in three quarters of the time
+FAST_CHUNK = 5          # prompts per batched pass (a tree's default): a depth-3 pass of 5 stays in cache, the same
+                        # log-probs, bit for bit, as 10 at a time (tests/test_exact.py), in three quarters of the time
 
 
 def _features(out):
@@ -74,7 +74,7 @@ class ResponseTree:
                     gold score, 1 if exactly right (acc), 1 if malformed (gold < 0), number of digits
     """
 
-    def __init__(self, prompts, chunk=10):
+    def __init__(self, prompts, chunk=FAST_CHUNK):
         self.prompts = list(prompts)
         self.prompt_ids, _ = encode_prompts(self.prompts)
         self.P = len(self.prompts)

@@ -303,8 +303,8 @@ def test_stats_moved_to_another_beta_equal_stats_computed_there(setup, sft):
 
 
 def test_fast_chunk_gives_the_same_logprobs_bit_for_bit(sft):
-    """A view's tree passes FAST_CHUNK prompts at a time: the same log-probs, bit for bit, as 10 at a time
-    (the default), for the SFT model and for a model with moved weights, as a trained policy has."""
+    """A tree passes FAST_CHUNK prompts at a time (its default): the same log-probs, bit for bit, as 10 at a time
+    (the default before), for the SFT model and for a model with moved weights, as a trained policy has."""
     import copy
 
     from course_utils.response_tree import FAST_CHUNK

@@ -22,7 +22,7 @@ import torch
 
 from course_utils.critic_fit import FIT_ITERS, fit_critic
 from course_utils.policy_evaluation import at_tokens, policy_values, token_states
-from course_utils.response_tree import ALL_PROMPTS, FAST_CHUNK, ResponseTree
+from course_utils.response_tree import ALL_PROMPTS, ResponseTree
 from course_utils.reward_model import digit_counts
 from course_utils.tinylm import MAX_NEW, sample
 from course_utils.tree_optimum import soft_values
@@ -49,7 +49,7 @@ class CriticView(View):
         policy, sft, beta = self.runs.run(self.cfg)[0], self.runs.sft, self.cfg.beta
         kl_penalized_rewards, gae_per_token, _ = self.fns
         self.critic = fit_critic(policy, sft, rm, rm_offset, self.cfg, *self.fns, self.fit_iters, self.seed)
-        tree = ResponseTree(PROMPTS, chunk=FAST_CHUNK)
+        tree = ResponseTree.build(PROMPTS)
         # the SFT model's pass: Experiment 8's over the 100 prompts, if it has been made
         logp, ref_logp, tree_rewards = tree.logprobs(policy), reference_logprobs_on(tree, sft), tree.rm_rewards(rm, rm_offset)
         values, q = policy_values(logp, ref_logp, tree_rewards, beta)
