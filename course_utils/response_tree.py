@@ -48,8 +48,8 @@ DEPTHS = range(MAX_NEW)                                # 0..3
 TERMINAL = [torch.arange(N_ACTIONS) == EOS_COL for _ in range(MAX_NEW - 1)] + [torch.ones(N_ACTIONS, dtype=torch.bool)]
 ALL_PROMPTS = [f"{a}+{b}=" for a in range(10) for b in range(10)]
 FEATURES = RESPONSE_METRICS                                # what the labeler sees, per response
-FAST_CHUNK = 5          # prompts per batched pass (a tree's default): a depth-3 pass of 5 stays in cache, the same
-                        # log-probs, bit for bit, as 10 at a time (tests/test_exact.py), in three quarters of the time
+FAST_CHUNK = 5          # prompts per batched pass (a tree's default): a depth-3 pass of 5 stays in cache; the same
+                        # log-probs, bit for bit, as 10 at a time (tests/test_exact.py)
 
 
 def _features(out):
