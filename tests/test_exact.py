@@ -246,9 +246,13 @@ def test_slider_matches_the_optimum_and_draws(setup, sft, rm):
     assert abs(view.sft["gold"] - sft_stats.gold) < 1e-4 and view.sft["kl"] == 0.0
     view.display()
     slider, caption, frame = view.widget.children
-    assert slider.value == 0.1 and "beta = 0.1:" in view.title.get_text()
+    assert slider.value == 0.1 and view.readout[0].get_text() == "0.1" and "beta = 0.1:" in view.alt()
     slider.value = 1.0                                                    # the slider re-draws the view
-    assert "beta = 1:" in view.title.get_text()
+    assert view.readout[0].get_text() == "1" and "beta = 1:" in view.alt()
+    for label, (said, _, _) in zip(view.labels, view.top):   # the bars as decode_responses writes them; the alt quotes
+        text = label.get_text()
+        assert said == ("(blank)" if text == "(blank)" else repr(text[:-1]) + " (no EOS)" if text.endswith("…")
+                        else repr(text)) and said in view.alt()
 
 
 @pytest.mark.parametrize("per_prompt", [False, True])
