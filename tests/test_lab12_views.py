@@ -530,6 +530,9 @@ def test_critic_fit_is_deterministic(lab12):
 def test_critic_view_draws_fast(critic_view):
     assert critic_view.update(0.5).startswith(PNG)
     assert "lambda = 0.5" in critic_view.caption()
+    title = critic_view.scatter_title                  # a frame redraws the numbers' line only, under a static title
+    assert f"λ = 0.5: correlation {critic_view.corr:.3f}" in title.get_text()
+    assert title.axes.title not in critic_view.frame.dynamic and "GAE(λ)" in title.axes.get_title()
     assert cpu_ms(critic_view.update, 0.25) < SLIDER_MOVE_BUDGET_MS
 
 
