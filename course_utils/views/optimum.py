@@ -238,7 +238,7 @@ class OptimumSlider(View):
                 ax.set_ylim(-1.05, 1.05)
             if key == "kl":
                 low, high = max(self.curves["kl"].min(), 1e-4) / 2, self.curves["kl"].max() * 2
-                log_axis(ax, "y", _decades(low, high))
+                log_axis(ax, "y", [d for d in _decades(low, high) if low <= d <= high])   # a tick off the view is made, not drawn
                 ax.set_ylim(low, high)
             else:
                 ax.axhline(self.sft[key], color="gray", ls="--", lw=1, label="SFT model")
