@@ -48,8 +48,8 @@ DEPTHS = range(MAX_NEW)                                # 0..3
 TERMINAL = [torch.arange(N_ACTIONS) == EOS_COL for _ in range(MAX_NEW - 1)] + [torch.ones(N_ACTIONS, dtype=torch.bool)]
 ALL_PROMPTS = [f"{a}+{b}=" for a in range(10) for b in range(10)]
 FEATURES = RESPONSE_METRICS                                # what the labeler sees, per response
-FAST_CHUNK = 5          # prompts per batched pass that a view asks for: a depth-3 pass of 5 stays in cache, the
-                        # same log-probs, bit for bit, as 10 at a time (tests/test_exact.py), in three quarters of the time
+FAST_CHUNK = 5          # prompts per batched pass (a tree's default): a depth-3 pass of 5 stays in cache; the same
+                        # log-probs, bit for bit, as 10 at a time (tests/test_exact.py)
 
 
 def _features(out):
@@ -74,7 +74,7 @@ class ResponseTree:
                     gold score, 1 if exactly right (acc), 1 if malformed (gold < 0), number of digits
     """
 
-    def __init__(self, prompts, chunk=10):
+    def __init__(self, prompts, chunk=FAST_CHUNK):
         self.prompts = list(prompts)
         self.prompt_ids, _ = encode_prompts(self.prompts)
         self.P = len(self.prompts)
@@ -91,6 +91,14 @@ class ResponseTree:
         prompts at a time reads, without the tensors of all P prompts (72 MB for the 100)."""
         by_sum, row_of = self._features_by_sum
         return [t[row_of[rows]] for t in by_sum]
+
+    def complete_features(self):
+        """``complete_only(features_of(rows))`` for any ``rows``, as a function: the complete responses'
+        features per distinct answer sum are gathered once, (U, N, 4), and each call picks its prompts'
+        rows from them, not from the whole tree tensors (a loop over a few prompts at a time)."""
+        by_sum, row_of = self._features_by_sum
+        complete = complete_only(by_sum)                                            # (U, N, 4)
+        return lambda rows: complete[row_of[rows]]
 
     @functools.cached_property
     def _features_by_sum(self):
@@ -274,6 +282,20 @@ def path_logprobs(logp):
     return [s[..., None] + lp for s, lp in zip(reach_logprobs(logp), logp)]
 
 
+def complete_path_logprobs(logp):
+    """``complete_only(path_logprobs(logp))``, (P, N): log pi(y | x) of every complete response, each
+    written in its place (the incomplete paths are never summed, the tree tensors never gathered)."""
+    P, reach = logp[0].shape[0], reach_logprobs(logp)
+    ends = [_terminal(lp, d) for d, lp in enumerate(logp)]                       # (P, S_d, 1 or 13)
+    out = logp[0].new_empty(P, sum(e.shape[1] * e.shape[2] for e in ends))
+    start = 0
+    for s, e in zip(reach, ends):
+        n = e.shape[1] * e.shape[2]
+        torch.add(s[..., None], e, out=out[:, start:start + n].view(e.shape))
+        start += n
+    return out
+
+
 def response_probs(logp):
     """pi(y | x) of every complete response: tree tensors (P, S_d, 13), 0 where not complete.
 
@@ -334,4 +356,5 @@ def entropy(logp):
 
 
 __all__ = ["ACTIONS", "TERMINAL", "ALL_PROMPTS", "FEATURES", "FAST_CHUNK", "ResponseTree", "reach_logprobs", "path_logprobs",
+           "complete_path_logprobs",
            "response_probs", "expectation", "kl_divergence", "exact_entropy", "entropy", "complete_only", "from_complete"]

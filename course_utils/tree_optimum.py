@@ -31,7 +31,7 @@ import math
 import torch
 
 from course_utils.response_tree import (DEPTHS, FEATURES, N_CONT, complete_only, expectation, kl_divergence,
-                                        n_states, path_logprobs, response_probs)
+                                        complete_path_logprobs, n_states, response_probs)
 from course_utils.tinylm import MAX_NEW
 
 
@@ -143,7 +143,7 @@ class TiltedOptimum:
     columns = ("reward",) + FEATURES
 
     def __init__(self, tree, ref_logp, rewards, chunk=10):
-        self.seq_ref = complete_only(path_logprobs(ref_logp))                         # (P, N)
+        self.seq_ref = complete_path_logprobs(ref_logp)                               # (P, N)
         P = self.seq_ref.shape[0]
         if all(torch.equal(r, r[:1].expand_as(r)) for r in rewards):  # one reward per response (an RM): sort N, not P N
             self.seq_rewards = complete_only([r[:1] for r in rewards]).expand(P, -1)  # (P, N), one row
@@ -155,10 +155,11 @@ class TiltedOptimum:
         G = len(levels)
         mass = self.seq_ref.new_zeros(P, G)                                           # pi_ref(level)
         weighted = self.seq_ref.new_zeros(len(FEATURES), P, G)                        # sum of pi_ref * features
+        features_of = tree.complete_features()                                        # rows -> (c, N, 4)
         for start in range(0, P, chunk):              # a few prompts at a time: no (P, N, 4) temporaries
             rows = slice(start, start + chunk)
             ref = self.seq_ref[rows].exp()                                            # (c, N)
-            feats = complete_only(tree.features_of(rows))                             # (c, N, 4)
+            feats = features_of(rows)                                                 # (c, N, 4)
             mass[rows].scatter_add_(1, which[rows], ref)
             for k in range(len(FEATURES)):            # a column at a time: a third faster than one (c, N, 4) scatter
                 weighted[k, rows].scatter_add_(1, which[rows], ref * feats[..., k])

@@ -246,9 +246,13 @@ def test_slider_matches_the_optimum_and_draws(setup, sft, rm):
     assert abs(view.sft["gold"] - sft_stats.gold) < 1e-4 and view.sft["kl"] == 0.0
     view.display()
     slider, caption, frame = view.widget.children
-    assert slider.value == 0.1 and "beta = 0.1:" in view.title.get_text()
+    assert slider.value == 0.1 and view.readout[0].get_text() == "0.1" and "beta = 0.1:" in view.alt()
     slider.value = 1.0                                                    # the slider re-draws the view
-    assert "beta = 1:" in view.title.get_text()
+    assert view.readout[0].get_text() == "1" and "beta = 1:" in view.alt()
+    for label, (said, _, _) in zip(view.labels, view.top):   # the bars as decode_responses writes them; the alt quotes
+        text = label.get_text()
+        assert said == ("(blank)" if text == "(blank)" else repr(text[:-1]) + " (no EOS)" if text.endswith("…")
+                        else repr(text)) and said in view.alt()
 
 
 @pytest.mark.parametrize("per_prompt", [False, True])
@@ -303,8 +307,8 @@ def test_stats_moved_to_another_beta_equal_stats_computed_there(setup, sft):
 
 
 def test_fast_chunk_gives_the_same_logprobs_bit_for_bit(sft):
-    """A view's tree passes FAST_CHUNK prompts at a time: the same log-probs, bit for bit, as 10 at a time
-    (the default), for the SFT model and for a model with moved weights, as a trained policy has."""
+    """A tree passes FAST_CHUNK prompts at a time (its default): the same log-probs, bit for bit, as 10 at a time
+    (the default before), for the SFT model and for a model with moved weights, as a trained policy has."""
     import copy
 
     from course_utils.response_tree import FAST_CHUNK
@@ -318,3 +322,15 @@ def test_fast_chunk_gives_the_same_logprobs_bit_for_bit(sft):
     for model in (sft, moved):
         fast, default = (ResponseTree(prompts, chunk=c).logprobs(model) for c in (FAST_CHUNK, 10))
         assert all(torch.equal(a, b) for a, b in zip(fast, default))
+
+
+def test_complete_only_shortcuts_equal_their_definitions_bit_for_bit(setup):
+    """TiltedOptimum's two shortcuts give, bit for bit, what they stand for: complete_path_logprobs is
+    complete_only(path_logprobs(.)), and complete_features()(rows) is complete_only(features_of(rows))."""
+    from course_utils.response_tree import complete_only, complete_path_logprobs, path_logprobs
+
+    tree, ref, _ = setup
+    assert torch.equal(complete_path_logprobs(ref), complete_only(path_logprobs(ref)))
+    features_of = tree.complete_features()
+    for rows in (slice(0, 2), slice(1, None), torch.tensor([2, 0])):
+        assert torch.equal(features_of(rows), complete_only(tree.features_of(rows)))

@@ -530,6 +530,9 @@ def test_critic_fit_is_deterministic(lab12):
 def test_critic_view_draws_fast(critic_view):
     assert critic_view.update(0.5).startswith(PNG)
     assert "lambda = 0.5" in critic_view.caption()
+    title = critic_view.scatter_title                  # a frame redraws the numbers' line only, under a static title
+    assert f"λ = 0.5: correlation {critic_view.corr:.3f}" in title.get_text()
+    assert title.axes.title not in critic_view.frame.dynamic and "GAE(λ)" in title.axes.get_title()
     assert cpu_ms(critic_view.update, 0.25) < SLIDER_MOVE_BUDGET_MS
 
 
@@ -580,16 +583,17 @@ def test_the_rewards_on_the_tree_are_shared_until_the_reward_model_changes():
 
 def test_critic_view_takes_the_sft_pass_from_experiment_8_bit_for_bit(monkeypatch):
     """reference_logprobs_on: on CriticView's tree (20 of the 100 prompts, 5 at a time), the rows of
-    Experiment 8's pass over the 100 prompts (10 at a time) are the log-probs a pass of its own gives, bit for
-    bit; taken from there, no model pass; after the weights move, or without that pass, computed."""
-    from course_utils.response_tree import FAST_CHUNK, ResponseTree
+    a pass over the 100 prompts (here 10 at a time: the rows do not depend on the chunk) are the log-probs a
+    pass of its own gives, bit for bit; taken from there, no model pass; after the weights move, or without
+    that pass, computed."""
+    from course_utils.response_tree import ALL_PROMPTS, FAST_CHUNK, ResponseTree
     from course_utils.views.critic import PROMPTS
     from course_utils.views.optimum import reference_logprobs, reference_logprobs_on
 
     model = load_sft()
     tree = ResponseTree(PROMPTS, chunk=FAST_CHUNK)
     own = tree.logprobs(model)
-    reference_logprobs(ResponseTree.build(), model)                     # what Experiment 8 leaves behind
+    reference_logprobs(ResponseTree(ALL_PROMPTS, chunk=10), model)      # what Experiment 8 leaves behind
     monkeypatch.setattr(ResponseTree, "logprobs", lambda self, m: pytest.fail("a model pass"))
     shared = reference_logprobs_on(tree, model)
     assert all(torch.equal(a, b) for a, b in zip(shared, own))

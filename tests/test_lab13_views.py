@@ -194,6 +194,46 @@ def test_beta_slider_draws_each_beta_its_own_frame(runs, moved):
     assert fresh.update(0.05) == frames[0.05], "a kept frame is the frame drawn after another beta's"
 
 
+def test_beta_slider_legend_stays_in_the_background_only_where_no_point_falls_on_it(runs, moved):
+    FIXED[:] = moved
+    view = V.BetaSlider(runs, {"A": (fixed, Cfg(0.1, 0)), "B": (fixed, Cfg(0.1, 1))}, betas=(0.05, 0.1))
+    view.prepare()
+    legend, renderer = view.ax.legend_, view.frame.canvas.get_renderer()
+    moving = [a for a in view.frame.dynamic if a is not legend]
+    on_it = [a for a in moving if a.axes is view.ax and a.get_window_extent(renderer).overlaps(legend.get_window_extent(renderer))]
+    assert on_it and legend in view.frame.dynamic, "these runs put a point on the legend: it is drawn over them"
+    for a in on_it:                                          # move them to the upper right, clear of it
+        a.set_data([view.ax.get_xlim()[1]], [view.ax.get_ylim()[1]])
+    legend.set_animated(False)
+
+    def pngs(frame):
+        out = []
+        for b in (0.05, 0.1):
+            view.draw(b)
+            out.append(frame.png())
+        return out
+
+    frame = V._frame(view.fig, moving, legend)
+    assert legend not in frame.dynamic
+    still = pngs(frame)
+    assert still == pngs(V.FastFigure(view.fig, moving + [legend])), "the same pixels as the legend drawn on top"
+
+
+def test_a_point_on_the_legend_keeps_it_drawn_over_the_points(runs, moved):
+    FIXED[:] = moved
+    view = V.BetaSlider(runs, {"A": (fixed, Cfg(0.1, 0))}, betas=(0.1,))
+    view.prepare()
+    renderer = view.frame.canvas.get_renderer()
+    legend = view.ax.legend_
+    points = [a for a in view.shown[0.1] if a.axes is view.ax]
+    for a in points:
+        a.set_data([view.ax.get_xlim()[1]], [view.ax.get_ylim()[1]])     # the upper right corner
+    assert V._clear_of(legend, points, renderer)
+    x, y = view.ax.transData.inverted().transform(legend.get_window_extent(renderer).get_points().mean(0))
+    points[0].set_data([x], [y])                 # a point in the middle of the legend
+    assert not V._clear_of(legend, points, renderer)
+
+
 def test_ppo_reference_points_come_from_the_shipped_runs():
     points = V.ppo_reference()
     assert [p["beta"] for p in points] == sorted(p["beta"] for p in points) and len(points) >= 4
@@ -208,3 +248,12 @@ def test_a_snapshot_leaves_the_random_state_alone(moved):
     torch.manual_seed(0)
     assert torch.equal(after, torch.rand(3)), "a run that keeps snapshots must draw what a run without them draws"
     assert torch.equal(copy.weights, moved[0].weights) and not copy.weights.requires_grad
+
+
+def test_optimum_curves_are_solved_once_per_referee(referee, monkeypatch):
+    """The Frontier cell and BetaSlider below it draw the same curves: the second reads the first's."""
+    V._CURVES.pop(referee, None)
+    want = {name: referee.curve(name, V.CURVE_BETAS) for name in ("rm", "gold")}
+    assert [V.optimum_curve(referee, name) for name in ("rm", "gold")] == [want["rm"], want["gold"]]
+    monkeypatch.setattr(referee, "curve", lambda *a: pytest.fail("solved again"))
+    assert [V.optimum_curve(referee, name) for name in ("rm", "gold")] == [want["rm"], want["gold"]]

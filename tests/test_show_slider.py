@@ -71,3 +71,23 @@ def test_palette_is_matplotlibs_petroff10():
 
     assert palette() == list(style.library["petroff10"]["axes.prop_cycle"].by_key()["color"])
     assert len(set(palette())) == 10
+
+
+def test_few_ticks_makes_only_the_ticks_it_draws():
+    """few_ticks' locator leaves out MaxNLocator's ticks past the ends (made as Ticks, never drawn): the
+    same picture with fewer ticks made."""
+    from matplotlib.ticker import MaxNLocator
+
+    from course_utils.views.base import Figure, few_ticks, figure_png
+
+    def draw(ticks):
+        fig = Figure(figsize=(3, 2), dpi=50)
+        ax = fig.subplots()
+        ax.plot([0.03, 0.97], [-0.7, 1.3])
+        ticks(ax.xaxis)
+        ticks(ax.yaxis)
+        return figure_png(fig), [len(axis.get_major_ticks()) for axis in (ax.xaxis, ax.yaxis)]
+
+    png, made = draw(few_ticks)
+    png_all, made_all = draw(lambda axis: axis.set_major_locator(MaxNLocator(4, steps=[1, 2, 5, 10])))
+    assert png == png_all and all(a < b for a, b in zip(made, made_all)), (made, made_all)

@@ -261,9 +261,21 @@ def few_ticks(axis):
     """At most five round ticks on ``axis`` (0, 0.5, 1; 0, 50, 100), the ``ax.xaxis`` or ``ax.yaxis`` of a
     linear axis: a slider's first draw makes every tick of every panel, and the default's seven or
     eight a panel are a fifth of it."""
+    axis.set_major_locator(_in_view_locator(4, steps=[1, 2, 5, 10]))
+
+
+def _in_view_locator(*args, **kwargs):
+    """A MaxNLocator(*args, **kwargs) that gives only the ticks inside the axis's view: MaxNLocator's one
+    past each end is made as a Tick (lines and labels) on the first draw but never drawn."""
     from matplotlib.ticker import MaxNLocator
 
-    axis.set_major_locator(MaxNLocator(4, steps=[1, 2, 5, 10]))
+    class InView(MaxNLocator):
+        def __call__(self):
+            lo, hi = sorted(self.axis.get_view_interval())
+            slack = 1e-6 * (hi - lo)                 # matplotlib draws a tick a rounding error outside
+            return [t for t in super().__call__() if lo - slack <= t <= hi + slack]
+
+    return InView(*args, **kwargs)
 
 
 def show_slider(view, slider, describe):

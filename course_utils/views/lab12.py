@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from course_utils.evaluation import METRICS, gold_order_agreement, last_third
 from course_utils.labeler import ranked_data
-from course_utils.response_tree import FAST_CHUNK, FEATURES, ResponseTree, complete_only, entropy, exact_entropy, response_probs
+from course_utils.response_tree import FEATURES, ResponseTree, complete_only, entropy, exact_entropy, response_probs
 from course_utils.runs import SWEEP_BETAS, RunCache
 from course_utils.reference_curves import REFERENCE_PATH, load_reference_curves
 from course_utils.runtime import progress
@@ -436,7 +436,7 @@ class SampleExplorer(View):
         trained = self.runs.run_all(list(self.configs.values()))
         models = {"SFT": self.runs.sft, **{label: policy for label, (policy, _) in zip(self.configs, trained)}}
         self.prompts, _ = make_batch(self.n_show, random.Random(self.seed))
-        self.tree = tree = ResponseTree(self.prompts, chunk=FAST_CHUNK)
+        self.tree = tree = ResponseTree.build(self.prompts)
         reward = complete_only(tree.rm_rewards(rm, rm_offset))                 # (P, N)
         self.values = torch.cat([reward[..., None], complete_only(tree.features)], dim=-1).float()   # (P, N, 5)
         self.columns = ("rm",) + FEATURES
