@@ -4,8 +4,6 @@ The views get the instructor's functions from the source notebook (course_staff.
 as a student's finished notebook would pass its own.
 """
 
-import statistics
-import time
 
 import numpy as np
 import pytest
@@ -15,7 +13,6 @@ from course_utils.views import lab11 as views
 from course_utils.checks import needs
 
 from course_staff.solutions import load_lab  # noqa: E402
-from benchmarks.bench import SLIDER_MOVE_BUDGET_MS
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -34,15 +31,11 @@ def _unfinished(*args, **kwargs):
     raise NotImplementedError()
 
 
-def _median_update_s(view, values):
-    """Median CPU time of one slider update (not wall-clock: the machine may be busy)."""
-    view.update(values[0])                                    # the first call draws the static figure
-    times = []
-    for v in values:
-        t = time.process_time()
-        assert view.update(v).startswith(PNG)
-        times.append(time.process_time() - t)
-    return statistics.median(times)
+def _frames(view, values):
+    """The slider's frames at ``values`` (its speed is bench.py's: `make bench`, not a test): each a PNG, and
+    as many different pictures as values."""
+    frames = [view.update(v) for v in values]
+    return all(f.startswith(PNG) for f in frames) and len(set(frames)) == len(values)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -104,9 +97,9 @@ def test_temperature_view_without_generate(lab):
     assert "samples" not in view.caption()
 
 
-def test_temperature_slider_is_fast(lab):
+def test_temperature_slider_draws_a_frame_per_temperature(lab):
     view = views.TemperatureView(lab["model"], "7+5=", lab["generate"])
-    assert _median_update_s(view, [0.3, 0.6, 0.9, 1.2, 1.8, 2.4, 3.0, 0.0]) < SLIDER_MOVE_BUDGET_MS / 1000
+    assert _frames(view, [0.3, 0.6, 0.9, 1.2, 1.8, 2.4, 3.0, 0.0])
 
 
 # ----------------------------------------------------------------------------- beta
@@ -121,7 +114,7 @@ def test_beta_view_curves_and_update(lab):
     assert view.update(0.3).startswith(PNG)
     assert view.pi_star.shape == (15, 15) and view.pi_star.sum() == pytest.approx(1)
     assert "beta = 0.3" in view.caption()
-    assert _median_update_s(view, [0.02, 0.05, 0.2, 0.5, 2.0, 5.0, 20.0]) < SLIDER_MOVE_BUDGET_MS / 1000
+    assert _frames(view, [0.02, 0.05, 0.2, 0.5, 2.0, 5.0, 20.0])
 
 
 # ----------------------------------------------------------------------------- KL experiment
@@ -179,7 +172,7 @@ def test_soft_value_view(lab):
     assert np.all(np.diff(view.V0_curve) <= 1e-12)                 # soft max falls towards the mean
     assert view.update(1.0).startswith(PNG) and "largest gap" in view.caption()
     assert view.first_star.sum() == pytest.approx(1)
-    assert _median_update_s(view, [0.02, 0.1, 0.5, 2.0, 10.0, 50.0]) < SLIDER_MOVE_BUDGET_MS / 1000
+    assert _frames(view, [0.02, 0.1, 0.5, 2.0, 10.0, 50.0])
 
 
 # ----------------------------------------------------------------------------- friendly messages
