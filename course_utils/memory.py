@@ -11,7 +11,7 @@ again: about 1 s of system CPU in one DPO run of Lab 13 (~470,000 page faults). 
 
 Only where the tensors live changes: torch aligns them to 64 bytes either way, so every kernel computes the
 same numbers. The process keeps up to KEEP bytes it freed instead of returning them to the system (its
-peak, which it reached anyway, stays resident).
+peak, which it reached anyway, stays resident), unless the system takes idle pages back (then they fault in again).
 """
 
 import ctypes

@@ -1,5 +1,5 @@
 """The one way a test skips: the machine lacks a program the test needs (a browser, PostgreSQL, root to
-create the hub's Unix users, fork() for runs side by side). Each need has a COURSE_REQUIRE_* flag; CI sets them all (.ci/run), and
+create the hub's Unix users, fork() for runs side by side, glibc's malloc). Each need has a COURSE_REQUIRE_* flag; CI sets them all (.ci/run), and
 where one is set the missing program fails the test instead. No variable makes a test skip, and
 tests/test_skips.py checks that no test skips any other way."""
 
@@ -8,7 +8,7 @@ import os
 import pytest
 
 FLAGS = {"browser": "COURSE_REQUIRE_BROWSER", "postgres": "COURSE_REQUIRE_POSTGRES", "hub": "COURSE_REQUIRE_HUB",
-         "fork": "COURSE_REQUIRE_FORK"}
+         "fork": "COURSE_REQUIRE_FORK", "glibc": "COURSE_REQUIRE_GLIBC"}
 
 
 def missing(need, reason):

@@ -30,7 +30,7 @@ from course_utils.runtime import machine_record
 CACHE_PATH = Path(__file__).with_name("data") / "beyond_ppo_results.json"
 # what the numbers depend on: these files, and the cells of the labs that define these names
 INPUT_FILES = ["course_staff/beyond/methods.py", "course_staff/beyond/experiment.py", "course_utils/tinylm.py",
-               "course_utils/causal_pass.py",
+               "course_utils/causal_pass.py", "course_utils/dynamo_on_demand.py", "course_utils/memory.py",
                "course_utils/labeler.py", "course_utils/reward_model.py", "course_utils/ppo_helpers.py",
                "course_utils/response_tree.py", "course_utils/tree_optimum.py", "course_utils/world.py",
                "course_utils/evaluation.py", "course_utils/referee.py", "course_staff/exact.py",
