@@ -227,7 +227,7 @@ def test_one_liner(sft, rm, setup):
         exact_optimum_of(sft, rm, OFFSET, 0.0, prompts=PROMPTS[:1])
 
 
-def test_slider_matches_the_optimum_and_draws(setup, sft, rm):
+def test_slider_matches_the_optimum_and_draws(setup, sft, rm, monkeypatch):
     tree, ref, rewards = setup
     runs = RunCache(sft)
     runs.rm, runs.rm_offset = rm, OFFSET
@@ -249,10 +249,13 @@ def test_slider_matches_the_optimum_and_draws(setup, sft, rm):
     assert slider.value == 0.1 and view.readout[0].get_text() == "0.1" and "beta = 0.1:" in view.alt()
     slider.value = 1.0                                                    # the slider re-draws the view
     assert view.readout[0].get_text() == "1" and "beta = 1:" in view.alt()
-    for label, (said, _, _) in zip(view.labels, view.top):   # the bars as decode_responses writes them; the alt quotes
-        text = label.get_text()
-        assert said == ("(blank)" if text == "(blank)" else repr(text[:-1]) + " (no EOS)" if text.endswith("…")
-                        else repr(text)) and said in view.alt()
+    # the bars as decode_responses writes them ("" a blank, "…" no EOS); the alt text quotes them in words
+    monkeypatch.setattr(view.tree, "answers", lambda top: ["", "12", "7777…", "3", "4", "5"][:len(top)])
+    view.update(1.0)
+    assert [label.get_text() for label in view.labels[:3]] == ["(blank)", "12", "7777…"]
+    assert [said for said, _, _ in view.top] == ["(blank)", "'12'", "'7777' (no EOS)"]
+    alt = view.alt()
+    assert "top responses to 3+4=: (blank) " in alt and "; '12' " in alt and "; '7777' (no EOS) " in alt
 
 
 @pytest.mark.parametrize("per_prompt", [False, True])
