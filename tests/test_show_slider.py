@@ -102,3 +102,17 @@ def test_few_ticks_makes_only_the_ticks_it_draws():
     png, made = draw(few_ticks)
     png_all, made_all = draw(lambda axis: axis.set_major_locator(MaxNLocator(4, steps=[1, 2, 5, 10])))
     assert png == png_all and all(a < b for a, b in zip(made, made_all)), (made, made_all)
+
+
+def test_first_figure_freezes_matplotlib():
+    """matplotlib, imported with the first figure, has its objects frozen then (gc.freeze, as the views'
+    import does for torch's): a full collection during a slider's first draw does not walk them."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import gc, sys, course_utils.views.base as B; assert 'matplotlib' not in sys.modules; "
+            "n = gc.get_freeze_count(); B.Figure(); print(gc.get_freeze_count() - n)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert int(res.stdout) > 30_000, res.stdout
