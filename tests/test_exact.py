@@ -3,6 +3,7 @@
 import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -12,7 +13,8 @@ from course_utils.response_tree import (ACTIONS, ALL_PROMPTS, TERMINAL, Response
                                         response_probs)
 from course_utils.tree_optimum import TiltedOptimum, exact_optimum, policy_stats
 from course_utils.runs import RunCache
-from course_utils.views.optimum import OptimumSlider, compare_sweep, plot_sweep, print_sweep, stats_at_beta
+from course_utils.views.optimum import (BETA_SLIDER, READOUT, READOUT_GAP, READOUT_SIZE, OptimumSlider, compare_sweep,
+                                       plot_sweep, print_sweep, stats_at_beta)
 from course_utils.prefs import DigitRM, digit_counts, gold_score
 from course_utils.tinylm import BOS, EOS, PAD, TinyLM, encode_prompts, load_sft, sample, sequence_logprobs
 
@@ -227,7 +229,7 @@ def test_one_liner(sft, rm, setup):
         exact_optimum_of(sft, rm, OFFSET, 0.0, prompts=PROMPTS[:1])
 
 
-def test_slider_matches_the_optimum_and_draws(setup, sft, rm):
+def test_slider_matches_the_optimum_and_draws(setup, sft, rm, monkeypatch):
     tree, ref, rewards = setup
     runs = RunCache(sft)
     runs.rm, runs.rm_offset = rm, OFFSET
@@ -249,10 +251,35 @@ def test_slider_matches_the_optimum_and_draws(setup, sft, rm):
     assert slider.value == 0.1 and view.readout[0].get_text() == "0.1" and "beta = 0.1:" in view.alt()
     slider.value = 1.0                                                    # the slider re-draws the view
     assert view.readout[0].get_text() == "1" and "beta = 1:" in view.alt()
-    for label, (said, _, _) in zip(view.labels, view.top):   # the bars as decode_responses writes them; the alt quotes
-        text = label.get_text()
-        assert said == ("(blank)" if text == "(blank)" else repr(text[:-1]) + " (no EOS)" if text.endswith("…")
-                        else repr(text)) and said in view.alt()
+    # the bars as decode_responses writes them ("" a blank, "…" no EOS); the alt text quotes them in words
+    monkeypatch.setattr(view.tree, "answers", lambda top: ["", "12", "7777…", "3", "4", "5"][:len(top)])
+    view.update(1.0)
+    assert [label.get_text() for label in view.labels[:3]] == ["(blank)", "12", "7777…"]
+    assert [said for said, _, _ in view.top] == ["(blank)", "'12'", "'7777' (no EOS)"]
+    alt = view.alt()
+    assert "top responses to 3+4=: (blank) " in alt and "; '12' " in alt and "; '7777' (no EOS) " in alt
+
+
+def test_slider_readout_is_evenly_spaced(sft, rm):
+    """OptimumSlider's readout, measured as drawn: from each number at the widest it shows (over the slider's
+    betas) to the next word, READOUT_GAP ems each time; the line centred on the figure."""
+    runs = RunCache(sft)
+    runs.rm, runs.rm_offset = rm, OFFSET
+    view = OptimumSlider(runs, betas=[1e-3, 0.1, 10.0], prompt="3+4=", prompts=PROMPTS).prepare()
+    view.update(0.1)
+    renderer = view.frame.canvas.get_renderer()
+    words = {t.get_text(): t.get_window_extent(renderer) for t in view.fig.texts}
+    betas = BETA_SLIDER["base"] ** np.arange(BETA_SLIDER["min"], BETA_SLIDER["max"] + 1e-9, BETA_SLIDER["step"])
+    ends = []
+    for (_, key, form), number in zip(READOUT, view.readout):
+        for value in (betas if key == "beta" else view.curves[key]):
+            number.set_text(form.format(value))
+            ends.append((key, number.get_window_extent(renderer).x1))
+    right = [max(x for k, x in ends if k == key) for _, key, _ in READOUT]
+    gaps = [words[word].x0 - end for end, (word, _, _) in zip(right, READOUT[1:])]
+    em = READOUT_SIZE / 72 * view.fig.dpi
+    assert all(abs(gap - READOUT_GAP * em) < 1.5 for gap in gaps), gaps
+    assert abs((words[READOUT[0][0]].x0 + right[-1]) / 2 - view.fig.bbox.width / 2) < 1.5
 
 
 @pytest.mark.parametrize("per_prompt", [False, True])

@@ -45,6 +45,7 @@ def test_fast_png_decodes_to_its_pixels_and_stacks():
     """png_bytes (the frames' encoder) is a PNG any reader decodes to the same pixels, RGB and RGBA;
     stack_pngs puts frames one above the other, from their pixels or from plain PNG bytes alike."""
     import io
+    import zlib
 
     import numpy as np
     from PIL import Image
@@ -58,8 +59,18 @@ def test_fast_png_decodes_to_its_pixels_and_stacks():
     frame = png_bytes(pixels)
     plain = bytes(frame)                                   # no pixels kept: stack_pngs decodes it
     sheet = np.asarray(Image.open(io.BytesIO(stack_pngs([frame, plain], ["a", "b"]))))
-    assert sheet.shape == (2 * (7 + 30), 11, 3)
-    assert (sheet[30:37] == pixels[..., :3]).all() and (sheet[67:74] == pixels[..., :3]).all()
+    assert sheet.shape == (2 * (7 + 30), 11, 4)            # RGBA, as the frame (a canvas's frames are)
+    assert (sheet[30:37] == pixels).all() and (sheet[67:74] == pixels).all() and (sheet[:30, :, 3] == 255).all()
+    rgb = png_bytes(pixels[..., :3])                       # its deflated rows go into the sheet as they are
+    wide = png_bytes(np.zeros((5, 13, 3), np.uint8))       # wider: the sheet is 13 wide, the others padded white
+    sheet = stack_pngs([rgb, wide, bytes(rgb)], ["a", "b", "c"])
+    assert len(zlib.decompress(sheet[41:-16])) == (7 + 5 + 7 + 3 * 30) * (1 + 3 * 13)   # one IDAT: one zlib stream, its adler-32 checked
+    sheet = np.asarray(Image.open(io.BytesIO(sheet)))
+    assert sheet.shape == (7 + 5 + 7 + 3 * 30, 13, 3) and (sheet[30:37, :11] == pixels[..., :3]).all()
+    assert (sheet[30:37, 11:] == 255).all() and (sheet[67:72] == 0).all() and (sheet[102:109, :11] == pixels[..., :3]).all()
+    mixed = np.asarray(Image.open(io.BytesIO(stack_pngs([rgb, frame], ["a", "b"]))))   # RGBA if one frame is
+    assert mixed.shape == (2 * (7 + 30), 11, 4) and (mixed[30:37, :, :3] == pixels[..., :3]).all()
+    assert (mixed[30:37, :, 3] == 255).all() and (mixed[67:74] == pixels).all()
 
 
 def test_palette_is_matplotlibs_petroff10():
@@ -91,3 +102,17 @@ def test_few_ticks_makes_only_the_ticks_it_draws():
     png, made = draw(few_ticks)
     png_all, made_all = draw(lambda axis: axis.set_major_locator(MaxNLocator(4, steps=[1, 2, 5, 10])))
     assert png == png_all and all(a < b for a, b in zip(made, made_all)), (made, made_all)
+
+
+def test_first_figure_freezes_matplotlib():
+    """matplotlib, imported with the first figure, has its objects frozen then (gc.freeze, as the views'
+    import does for torch's): a full collection during a slider's first draw does not walk them."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import gc, sys, course_utils.views.base as B; assert 'matplotlib' not in sys.modules; "
+            "n = gc.get_freeze_count(); B.Figure(); print(gc.get_freeze_count() - n)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert int(res.stdout) > 30_000, res.stdout

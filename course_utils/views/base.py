@@ -51,7 +51,9 @@ from course_utils.runtime import grading
 # A full garbage collection walks every object (about 200 ms of CPU with these in the heap) and comes
 # whenever a quarter as many again have been made since the last one, as often as not in the middle
 # of a slider's first draw. Frozen (CPython's gc.freeze, meant for objects made at start-up), they are
-# never walked again: a later full collection walks only what the notebook made since.
+# never walked again: a later full collection walks only what the notebook made since. matplotlib's, imported
+# with the first figure, are frozen then (``_figure_classes``). What is frozen is still freed when no reference
+# to it is left; only a reference cycle among frozen objects that dies stays in memory.
 gc.freeze()
 
 
@@ -141,10 +143,12 @@ def figure_png(fig, dpi=80):
 
 
 class Png(bytes):
-    """PNG bytes that keep the pixels they encode, (H, W, 3 or 4) uint8: ``stack_pngs`` reads those
-    instead of decoding the PNG again."""
+    """PNG bytes that keep the pixels they encode, (H, W, 3 or 4) uint8, and their rows deflated
+    (``_deflate``): ``stack_pngs`` reads those instead of decoding the PNG again, and puts a frame's
+    deflated rows into the sheet as they are instead of compressing them again."""
 
     pixels = None
+    deflated = None
 
 
 def png_bytes(pixels):
@@ -165,9 +169,30 @@ def png_bytes(pixels):
 def _png_of_rows(rows, c):
     """A ``Png`` of unfiltered PNG rows, (H, 1 + W * c) uint8 (each row: its filter byte 0, then its
     pixels' bytes), c = 3 (RGB) or 4 (RGBA)."""
-    h, w = rows.shape[0], (rows.shape[1] - 1) // c
+    deflated = _deflate(rows)
+    png = _png_of_deflated([deflated], (rows.shape[1] - 1) // c, rows.shape[0], c)
+    png.deflated = deflated
+    return png
+
+
+def _deflate(rows):
+    """``rows`` (a C-contiguous uint8 array) compressed at zlib level 1 as (raw deflate blocks that end
+    byte-aligned with no reference to what came before (a full flush), the bytes' adler-32, their
+    number): such blocks of several arrays, one after the other, are one zlib stream of their bytes one
+    after the other (``_png_of_deflated``), each compressed once."""
+    z = zlib.compressobj(1, zlib.DEFLATED, -15)
+    return z.compress(rows.data) + z.flush(zlib.Z_FULL_FLUSH), zlib.adler32(rows.data), rows.nbytes
+
+
+def _png_of_deflated(parts, w, h, c):
+    """A ``Png`` of W x H pixels whose unfiltered rows are the ``_deflate`` parts one after the other."""
+    check = 1                                                    # adler-32 of no bytes
+    for _, adler, n in parts:                                    # of the parts' bytes one after the other
+        low, high = (check & 0xFFFF) + (adler & 0xFFFF) - 1, (check >> 16) + (adler >> 16) + n * ((check & 0xFFFF) - 1)
+        check = (high % 65521) << 16 | low % 65521
+    stream = b"\x78\x01" + b"".join(blocks for blocks, _, _ in parts) + b"\x03\x00" + struct.pack(">I", check)
     header = struct.pack(">IIBBBBB", w, h, 8, {3: 2, 4: 6}[c], 0, 0, 0)    # 8 bits, RGB or RGBA, no interlace
-    return Png(b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", header) + _png_chunk(b"IDAT", zlib.compress(rows, 1))
+    return Png(b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", header) + _png_chunk(b"IDAT", stream)
                + _png_chunk(b"IEND", b""))
 
 
@@ -196,7 +221,10 @@ def PngFigure(**kwargs):
 
 @functools.cache
 def _figure_classes():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401 -- imported here to be frozen with the rest
     from matplotlib.figure import Figure
+
+    gc.freeze()         # matplotlib's 60 000-odd objects, as the module's own above: ~25 ms of CriticView's first draw
 
     class PngFigure(Figure):
         """Shows itself as a PNG with its alt text ``self.alt`` (set by whoever draws it); without
@@ -392,27 +420,40 @@ def _stacked(frames, alts, values, describe):
 
 
 def stack_pngs(pngs, heads):
-    """One PNG of ``pngs`` one above the other, each under a line of text (``heads``). The sheet is made
-    as the PNG's rows themselves (``_png_of_rows``): no image is copied but into its place."""
+    """One PNG of ``pngs`` one above the other, each under a line of text (``heads``): RGBA if a frame
+    is (a canvas's), else RGB. The sheet's rows are deflated piece by piece (``_deflate``), a frame's
+    of its channels as its own PNG has them (``Png.deflated``): a slider's frames are not compressed twice."""
     import numpy as np
     from PIL import Image, ImageDraw, ImageFont
 
-    images = [png.pixels[..., :3] if getattr(png, "pixels", None) is not None
-              else np.asarray(Image.open(io.BytesIO(png)).convert("RGB")) for png in pngs]
+    kept = [getattr(png, "pixels", None) for png in pngs]
+    c = 4 if any(p is not None and p.shape[2] == 4 for p in kept) else 3
+    images = [p if p is not None else np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"[:c])) for p, png in zip(kept, pngs)]
+    images = [im if im.shape[2] == c else np.dstack([im, np.full(im.shape[:2], 255, np.uint8)]) if c == 4 else im[..., :3]
+              for im in images]
     font = ImageFont.load_default(size=18)
     line = 30
     width = max(im.shape[1] for im in images)
-    rows = np.full((sum(im.shape[0] + line for im in images), 1 + 3 * width), 255, np.uint8)
+    parts = []
+    for png, im, head in zip(pngs, images, heads):
+        strip = Image.new("RGBA"[:c], (width, line), "white")     # the head: black text on white
+        ImageDraw.Draw(strip).text((8, 5), head, fill="black", font=font)
+        parts.append(_deflate(_rows(np.asarray(strip), width)))
+        same = getattr(png, "deflated", None) is not None and im is png.pixels and im.shape[1] == width
+        parts.append(png.deflated if same else _deflate(_rows(im, width)))    # a frame's rows as they are
+    return _png_of_deflated(parts, width, sum(im.shape[0] + line for im in images), c)
+
+
+def _rows(image, width):
+    """Unfiltered PNG rows of an (H, W, c) uint8 image, opaque white on its right up to ``width``:
+    (H, 1 + c * width)."""
+    import numpy as np
+
+    h, w, c = image.shape
+    rows = np.full((h, 1 + c * width), 255, np.uint8)
     rows[:, 0] = 0                                               # each row's filter type: none
-    y = 0
-    for im, head in zip(images, heads):
-        strip = Image.new("L", (width, line), 255)               # the head: black text on white
-        ImageDraw.Draw(strip).text((8, 5), head, fill=0, font=font)
-        rows[y:y + line, 1:] = np.repeat(np.asarray(strip), 3, axis=1)
-        h, w = im.shape[:2]
-        rows[y + line:y + line + h, 1:1 + 3 * w] = im.reshape(h, 3 * w)
-        y += h + line
-    return _png_of_rows(rows, 3)
+    rows[:, 1:1 + c * w] = image.reshape(h, c * w)
+    return rows
 
 
 __all__ = ["View", "palette", "series", "image_output", "show_png", "plain", "figure_png", "Png", "png_bytes", "canvas_png", "Figure",

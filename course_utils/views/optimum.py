@@ -11,6 +11,7 @@ the optimum solved on that tree (course_utils.tree_optimum), no sampling. The vi
 
 import dataclasses
 import math
+import re
 import weakref
 
 import numpy as np
@@ -22,10 +23,14 @@ from course_utils.runs import SWEEP_BETAS
 from course_utils.views.base import FastFigure, Figure, PngFigure, View, few_ticks, log_axis, palette, show_slider
 
 BETA_ZERO = 1e-3    # beta = 0 (no KL penalty) is shown at this beta: its optimum is the RM's argmax
-# OptimumSlider's readout above the panels: (figure x, word); each number is written just right of its word,
-# the words once in the static background (a frame draws only the numbers' glyphs: a glyph costs ~0.07 ms)
-READOUT = [(0.34, "exact optimum at β ="), (0.425, "gold"), (0.53, "accuracy"), (0.635, "RM score"),
-           (0.705, "KL"), (0.795, "digits")]
+# OptimumSlider's readout above the panels: (word, the number's key, its format). Each number is written just
+# right of its word, the words once in the static background (a frame draws only the numbers' glyphs: a glyph
+# costs ~0.07 ms); the six spaced evenly, READOUT_GAP ems between the widest number one can show and the next word
+READOUT = [("exact optimum at β =", "beta", "{:.3g}"), ("gold", "gold", "{:+.2f}"), ("accuracy", "acc", "{:.2f}"),
+           ("RM score", "reward", "{:+.2f}"), ("KL", "kl", "{:.2f}"), ("digits", "digits", "{:.2f}")]
+READOUT_GAP = 2.5
+READOUT_SIZE = 12           # points
+BETA_SLIDER = {"base": 10, "min": -3, "max": 1, "step": 0.05}     # OptimumSlider's: 1e-3 .. 10, log scale
 
 
 def _decades(low, high):
@@ -260,9 +265,10 @@ class OptimumSlider(View):
         self.bars_opt = ax.barh(np.arange(6) - 0.2, np.zeros(6), 0.4, color=palette()[0], hatch="//", edgecolor="white")
         self.bars_ref = ax.barh(np.arange(6) + 0.2, np.zeros(6), 0.4, color="gray")
         self.labels = [ax.text(0.02, i, "", va="center", fontsize=9) for i in range(6)]
-        self.readout = [self.fig.text(x + 0.003, 0.93, "", fontsize=12) for x, _ in READOUT]   # the numbers only
-        for x, word in READOUT:                      # the words are drawn once, in the background
-            self.fig.text(x, 0.93, word, ha="right", fontsize=12)
+        self.readout = []
+        for x, word, space in self._readout_layout():      # the words are drawn once, in the background
+            self.fig.text(x, 0.93, word, ha="right", fontsize=READOUT_SIZE)
+            self.readout.append(self.fig.text(x + space, 0.93, "", fontsize=READOUT_SIZE))    # the numbers only
         self.moving += list(self.bars_opt) + list(self.bars_ref) + self.labels + self.readout
         self.frame = FastFigure(self.fig, self.moving)
 
@@ -286,10 +292,29 @@ class OptimumSlider(View):
             self.labels[i].set_color("white" if inside else "black")
         self.beta, self.st, self.top = beta, st, [(shown[i], self.bars_opt[i].get_width(),
                                                    self.bars_ref[i].get_width()) for i in range(3)]
-        for text, value in zip(self.readout, (f"{beta:.3g}", f"{st['gold']:+.2f}", f"{st['acc']:.2f}",
-                                              f"{st['reward']:+.2f}", f"{st['kl']:.2f}", f"{st['digits']:.2f}")):
-            text.set_text(value)
+        for text, (_, key, form) in zip(self.readout, READOUT):
+            text.set_text(form.format(beta if key == "beta" else st[key]))
         return self.frame.png()
+
+    def _readout_layout(self):
+        """(figure x where each READOUT word ends, the space before its number): the line centred, the words
+        and numbers measured once (a number's widest over the betas the slider shows, digits all as wide)."""
+        from matplotlib.backends.backend_agg import RendererAgg
+        from matplotlib.font_manager import FontProperties
+
+        renderer, font = RendererAgg(1, 1, self.fig.dpi), FontProperties(size=READOUT_SIZE)
+        width = lambda text: renderer.get_text_width_height_descent(text, font, ismath=False)[0] / self.fig.bbox.width
+        slider = BETA_SLIDER["base"] ** np.arange(BETA_SLIDER["min"], BETA_SLIDER["max"] + 1e-9, BETA_SLIDER["step"])
+        widest = lambda form, values: max((re.sub("[0-9]", "0", form.format(v)).replace("-", "+") for v in values), key=len)
+        words = [width(word) for word, _, _ in READOUT]
+        numbers = [width(widest(form, slider if key == "beta" else self.curves[key])) for _, key, form in READOUT]
+        space, gap = width(" "), READOUT_GAP * READOUT_SIZE / 72 * self.fig.dpi / self.fig.bbox.width     # an em: the size
+        x = 0.5 - (sum(words) + sum(numbers) + len(READOUT) * space + (len(READOUT) - 1) * gap) / 2
+        ends = []
+        for w_word, w_number in zip(words, numbers):
+            ends.append(x + w_word)
+            x += w_word + space + w_number + gap
+        return [(end, word, space) for end, (word, _, _) in zip(ends, READOUT)]
 
     def caption(self):
         return ""
@@ -306,8 +331,8 @@ class OptimumSlider(View):
         """A log-scale beta slider (1e-3 .. 10, starting at 0.1) with the plot below it."""
         import ipywidgets as widgets
 
-        slider = widgets.FloatLogSlider(value=0.1, base=10, min=-3, max=1, step=0.05, description="beta",
-                                        continuous_update=False, readout_format=".3g")
+        slider = widgets.FloatLogSlider(value=0.1, **BETA_SLIDER, description="beta", continuous_update=False,
+                                        readout_format=".3g")
         self.widget = show_slider(self, slider, "beta")
 
 
