@@ -5,6 +5,8 @@ must not go unnoticed: nbgrader only logs an exception in its config and carries
 configuration, so any error here stops the process with a message instead.
 """
 
+import atexit
+import gc
 import os
 import sys
 import traceback
@@ -100,6 +102,12 @@ try:
     # -- the local exchange (a JupyterHub course sets its own root and db_url, see README)
     c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", str(here / "exchange"))
     c.ExchangeCollect.check_owner = False      # (formerly CollectApp.check_owner)
+
+    # -- the process that loads this file (an nbgrader command) ends without the garbage collector's
+    #    last passes over everything it imported (nbgrader, jupyter_server, sqlalchemy: ~110,000 objects):
+    #    ~0.4 s of CPU per command, for memory the system takes back anyway. Only the end is spared:
+    #    while it runs (a test session, the benchmark, a class's workers) garbage is collected as ever
+    atexit.register(gc.freeze)
 except Exception:  # noqa: BLE001 -- any error in this file must stop nbgrader, loudly
     traceback.print_exc()
     print("nbgrader_config.py is broken (see above); refusing to run with a partial configuration.",

@@ -740,13 +740,14 @@ KERNEL_STARTS = 5      # kernel starts of each kind per repeat (about half a sec
 
 def kernel_start(manager_class, cwd):
     """Wall seconds of one kernel's start (until it answers kernel_info on both channels) and immediate
-    stop, as nbgrader's Execute starts and stops it, with ``manager_class`` (the grader's)."""
+    stop, as nbgrader's Execute starts and stops it, with ``manager_class`` (the grader's). What the kernel
+    prints (ipykernel's banner, a dozen lines a start) is kept from the log, and shown if the start fails."""
     import asyncio
 
-    async def once():
+    async def once(output):
         t0 = time.perf_counter()
         km = manager_class(kernel_name="python3")
-        await km.start_kernel(cwd=str(cwd))
+        await km.start_kernel(cwd=str(cwd), stdout=output, stderr=output)
         kc = km.client()
         kc.start_channels()
         try:
@@ -755,7 +756,15 @@ def kernel_start(manager_class, cwd):
             kc.stop_channels()
             await km.shutdown_kernel(now=True)
         return time.perf_counter() - t0
-    return asyncio.run(once())
+
+    with tempfile.TemporaryFile() as output:
+        try:
+            return asyncio.run(once(output))
+        except Exception:
+            output.seek(0)
+            print(f"the kernel's output ({manager_class.__name__}):\n{output.read().decode(errors='replace')}",
+                  file=sys.stderr, flush=True)
+            raise
 
 
 def bench_sandbox_start(report, repeats):

@@ -1,6 +1,7 @@
 """benchmarks/bench.py's own logic (no timing): the kernel probe's parser, the budget rule, the report."""
 
 import json
+import sys
 
 import pytest
 
@@ -254,3 +255,19 @@ def test_lab13_experiment_1_times_the_cell_students_run(tmp_path):
     nbformat.write(nb, str(tmp_path / "lab13.ipynb"))
     with pytest.raises(LookupError, match="md_exp1"):
         bench.lab13_experiment_1(tmp_path / "lab13.ipynb")
+
+def test_a_kernel_start_keeps_the_kernels_banner_from_the_log_and_shows_it_if_the_start_fails(capfd, tmp_path):
+    """bench's kernel-start rows: ipykernel's banner (NOTE: ..., To connect another client ...) does not reach
+    bench's log, a dozen lines a start; a kernel that fails to start has its own words shown."""
+    from course_staff.grading.sandbox import GraderKernelManager
+
+    class Broken(GraderKernelManager):
+        def format_kernel_cmd(self, extra_arguments=None):
+            return [sys.executable, "-c", "import sys; sys.exit('no kernel here: ' + 'a broken install')"]
+
+    assert bench.kernel_start(GraderKernelManager, tmp_path) > 0
+    quiet = capfd.readouterr()
+    assert "kernel" not in (quiet.out + quiet.err).lower(), quiet
+    with pytest.raises(RuntimeError):
+        bench.kernel_start(Broken, tmp_path)
+    assert "no kernel here: a broken install" in capfd.readouterr().err

@@ -262,3 +262,16 @@ def test_the_dry_run_server_starts_serves_a_gradebook_and_stops(tmp_path, monkey
         stopped = run("stop", tmp_path)
     assert stopped.returncode == 0 and "stopped" in stopped.stdout, stopped.stderr
     assert not data.exists() and not (tmp_path / "server.json").exists()
+
+
+def test_the_config_spares_only_the_end_of_a_process_the_garbage_collectors_passes():
+    """nbgrader_config.py freezes the garbage collector's objects at exit (the last passes over nbgrader's
+    imports cost an nbgrader command ~0.4 s CPU), and not before: a process that loads it while it runs (a
+    test session, the benchmark, a class's workers) collects its garbage as ever."""
+    code = ("import atexit, gc\n"
+            "atexit.register(lambda: print('at exit', gc.get_freeze_count() > 0))\n"   # runs after the config's
+            "from course_staff.course import config\n"
+            "config()\n"
+            "print('loaded', gc.get_freeze_count())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["loaded", "0", "at", "exit", "True"], out

@@ -451,3 +451,17 @@ def test_each_notebook_runs_in_the_kernel_started_while_sanitizing(graded):
     """StartKernelEarly's kernel is the one each student's notebook runs in (course_staff/grading/early_kernel.py),
     sandboxed or not; the attacks and scores above are those of that kernel."""
     assert graded["log"].count(early_kernel.TAKEN) == 3, graded["log"][-3000:]
+
+
+def test_a_failing_clean_up_still_removes_the_kernels_folder_copy(monkeypatch):
+    """The sandbox's private copy of the kernel's folder goes with the kernel even when jupyter_client's
+    own clean-up fails (here: raises), whoever asks for it: nbclient on a dead kernel, or early_kernel on a
+    kernel started early that no one took (course_staff/grading/early_kernel.py). The error still surfaces."""
+    async def fails(self, restart=False):
+        raise OSError("the connection file could not be removed")
+    monkeypatch.setattr(sandbox.GraderKernelManager, "_async_cleanup_resources", fails)
+    km = sandbox.SandboxedKernelManager(kernel_name="python3")
+    jail = km._jail = str(sandbox.make_jail(None))
+    with pytest.raises(OSError, match="connection file"):
+        early_kernel._discard(km)
+    assert not Path(jail).exists() and km._jail == ""

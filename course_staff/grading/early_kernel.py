@@ -19,7 +19,6 @@ client as Execute makes itself and calls ``start``; this module keeps the one pe
 
 import atexit
 import os
-import shutil
 
 from nbclient.util import run_sync
 from nbgrader import utils
@@ -59,12 +58,7 @@ def _discard(km):
         run_sync(km.shutdown_kernel)(now=True)
     except Exception:  # noqa: BLE001 -- already dead: its resources go below all the same
         pass
-    try:
-        run_sync(km.cleanup_resources)()
-    finally:
-        jail = getattr(km, "_jail", "")
-        if jail:
-            shutil.rmtree(jail, ignore_errors=True)
+    run_sync(km.cleanup_resources)()    # the sandbox's folder copy too, even where the rest fails
 
 
 @atexit.register
@@ -81,8 +75,7 @@ def start(client):
     """Start the kernel of ``client`` (made as Execute makes itself, its kernel manager created) and keep it
     for ``claim``; a kernel still pending is shut down first."""
     global _pending
-    if _pending is not None:
-        _discard_pending()
+    _discard_pending()
     with utils.setenv(NBGRADER_EXECUTION="autograde"):     # as nbgrader runs Execute
         key = launch_key(client, {})
         run_sync(client.async_start_new_kernel)(early=True)

@@ -340,8 +340,10 @@ class SandboxedKernelManager(GraderKernelManager):
         return spec
 
     async def _async_cleanup_resources(self, restart=False):
-        await super()._async_cleanup_resources(restart=restart)
-        self._drop_jail()
+        try:
+            await super()._async_cleanup_resources(restart=restart)
+        finally:                    # its folder copy goes even if jupyter_client's clean-up fails
+            self._drop_jail()
 
     cleanup_resources = _async_cleanup_resources     # what nbclient calls on a dead kernel
 
