@@ -101,6 +101,7 @@ def verify(path=science.RESULTS, seed=SEED):
     missing = sorted(set(claims.cited_tests()) - set(record.get("tests_passed", [])))
     if missing:
         return False, [f"the claims now cite tests the table's run never ran: {', '.join(missing)}"]
+    stamp = science.provenance_record(claims.cited_tests())          # the code as it is when the reruns start
     with tempfile.TemporaryDirectory() as tmp:
         outs = {kind: Path(tmp) / f"{kind}.json" for kind in ("native", "default")}
         procs = {kind: rerun(seed, out, kind == "default") for kind, out in outs.items()}
@@ -115,7 +116,8 @@ def verify(path=science.RESULTS, seed=SEED):
     line, backed = claims_now(record)
     if not backed:
         return False, [f"seed {seed} identical, but the claims as they read now are not all backed: {line}"]
-    stamp = science.provenance_record(claims.cited_tests())
+    if science.provenance_record(claims.cited_tests()) != stamp:
+        return False, ["the code changed while seed 0 reran: run it again on a tree that stays as it is"]
     record.setdefault("verified", []).append({
         "commit": stamp["commit"], "date": provenance.today(), "machine": provenance.machine(),
         "how": f"seed {seed} of every experiment rerun in full, natively and under {science.DEFAULT_KERNELS}: "

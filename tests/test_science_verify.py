@@ -69,3 +69,14 @@ def test_another_machines_kernels_are_not_compared(table, monkeypatch):
     monkeypatch.setattr(provenance, "capability", lambda: "AVX2")
     ok, lines = science_verify.verify(path)
     assert not ok and "cannot be compared" in lines[0]
+
+
+def test_a_tree_that_changes_during_the_reruns_is_not_stamped(table, monkeypatch):
+    path, native, default = table
+    rerunning(monkeypatch, native, default)
+    stamps = iter([{"commit": "a"}, {"commit": "b"}])               # the code as the reruns start, then at the end
+    monkeypatch.setattr(science, "provenance_record", lambda ledger: next(stamps))
+    before = path.read_text()
+    ok, lines = science_verify.verify(path)
+    assert not ok and "changed while" in lines[0]
+    assert path.read_text() == before
