@@ -28,7 +28,7 @@ PGDIR  := .postgres
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: help setup system-install test-install repair labs lab student-edition test test-fast check-config release autograde feedback grades bench science figures sft lab13-data browser clean
-.PHONY: record clear-manual postgres postgres-install postgres-stop bench-class hub hub-install hub-stop sandbox-install sandbox
+.PHONY: science-verify record clear-manual postgres postgres-install postgres-stop bench-class hub hub-install hub-stop sandbox-install sandbox
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -162,6 +162,9 @@ bench-class: postgres-install sandbox-install  ## a class of 40 graded on Postgr
 
 science: setup  ## both labs' lessons and the Beyond PPO notebook's claims over 5 seeds, each against a negative control
 	$(PY) -m benchmarks.science; status=$$?; $(PY) -m benchmarks.figures; exit $$status
+
+science-verify: setup  ## after a change that should move no number: rerun seed 0 in both settings; if identical, re-stamp the science table
+	$(PY) -m benchmarks.science_verify; status=$$?; $(PY) -m benchmarks.figures; exit $$status
 
 figures: setup  ## render the figures README, docs and benchmarks/README quote from benchmarks/results; name the stale ones
 	$(PY) -m benchmarks.figures

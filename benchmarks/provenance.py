@@ -45,7 +45,7 @@ MEASURED = {"bench.json": ["benchmarks/bench.py", "benchmarks/ppo_floor.py", "co
                                  "nbgrader_config.py"]}
 # how each is made again (every results file this module judges, in the order the warnings name them)
 REMAKE = {"bench.json": "make bench", "make_test.json": "python -m benchmarks.bench --make-test",
-          "bench_class.json": "make bench-class", "science.json": "make science"}
+          "bench_class.json": "make bench-class", "science.json": "make science, or make science-verify after a change that should move no number"}
 SCIENCE_ROOT = "benchmarks.science"      # the science table's files: what running this module reads (science_files)
 # the measurement lane's bookkeeping: modules that record and render figures and compute none, so the files
 # a figure measured do not include them (nor what only they import)

@@ -220,6 +220,8 @@ def markdown(path=RESULTS):
     if "commit" in data:
         lines += ["", f"Made by `{data['command']}` at commit {data['commit']}, {data['date']}"
                       + (f"; {data['converted']}" if data.get("converted") else "") + "."]
+        for v in data.get("verified", []):                          # benchmarks/science_verify.py
+            lines += ["", f"Verified at commit {v['commit']}, {v['date']} (`make science-verify`): {v['how']}."]
     else:
         lines += ["", "(This run records no command, commit, date or machine: it was written before science.json "
                       "recorded its provenance.)"]

@@ -56,6 +56,7 @@ from course_utils.response_tree import ResponseTree
 from course_utils.tinylm import TOKENS, encode_prompts, make_batch, sample, sequence_logprobs
 from course_utils.evaluation import last_third
 from course_utils.response_tree import exact_entropy
+from course_utils.runs import RUN_B
 from course_utils.world import N_OFFSET, Seeds, make_world
 
 from benchmarks import criteria
@@ -524,7 +525,7 @@ PTX = Experiment("lab12.ptx", run_ptx, criteria=(
 
 
 # ----------------------------------------------------------------------------- health signals
-HEALTH_LR = 1e-2          # run B's learning rate (Lab 12's Experiment 9; run A: RLHFConfig's default)
+HEALTH_LR = RUN_B["lr"]   # run B's learning rate (Lab 12's Experiment 9; run A: RLHFConfig's default)
 FIRST = 10                # "the first iterations": the value loss's mean over the first FIRST
 RESEED = 100              # the reseeded control: a default-rate run with PPO seed seed + RESEED
 LOWER = 0.05              # "a lower entropy ... collapsed further": lower by at least 0.05 nat (a tenth of run A's)

@@ -26,6 +26,9 @@ from course_utils.parallel import run_all
 from course_utils.world import make_world
 
 SWEEP_BETAS = (0.0, 0.05, 0.07, 0.1, 0.2)                        # the beta sweep of Experiments 5, 6, 8
+# Experiment 9's run B: the RLHFConfig fields it changes from run A's defaults. Defined here, not in the
+# notebook's cell, so that no cell's source answers Question 5 (which setting did run B change?).
+RUN_B = {"lr": 1e-2}
 PART_A = "Part A (Tasks 1 and 2, then the cell that fits the reward model)"
 
 
@@ -93,4 +96,4 @@ class RunCache:
         return dict(zip(betas, self.run_all(cfgs, workers)))
 
 
-__all__ = ["METRICS", "SWEEP_BETAS", "RunCache"]
+__all__ = ["METRICS", "SWEEP_BETAS", "RUN_B", "RunCache"]

@@ -113,9 +113,10 @@ def causal_attention(q, k, v):
     """Causal self-attention of the last Lq of Lk positions: q (..., Lq, h, d/h), k and v
     (..., Lk, h, d/h) -> (..., Lq, h, d/h). Query i is position Lk - Lq + i and sees 0..Lk - Lq + i;
     with Lq = Lk that is plain causal attention, with Lq = 1 the newest position over all the others."""
+    t = lambda z: z.transpose(-3, -2)                                   # heads before positions
     Lq, Lk = q.shape[-3], k.shape[-3]
     mask = None if Lq == 1 else _CAUSAL[Lk - Lq:Lk, :Lk]                # the newest position sees them all
-    return attend(q, k, v, mask)
+    return t(attend(t(q), t(k), t(v), mask))
 
 
 def extending(cache):
@@ -341,6 +342,9 @@ def load_sft():
 _FORBID = torch.zeros(VOCAB_SIZE).index_fill(0, torch.tensor(NEVER_SAMPLED), float("-inf"))   # (V,)
 
 
+IGNORE = -100                     # a target that is not a token: cross_entropy leaves it out
+
+
 def _allowed_logits(logits):
     """Logits with BOS and PAD forbidden (-inf): the distribution the model samples from."""
     return logits + _FORBID
@@ -413,11 +417,11 @@ def sequence_logprobs(model, out):
     ids, L, mask = out["ids"], out["prompt_len"], out["mask"]
     T = ids.shape[1] - L
     logits = _allowed_logits(model(ids[:, :-1], last=T))                              # (B, T, V)
-    # log pi(y_t) = logit of y_t - logsumexp of the logits: on rows of 15 entries ~2x cheaper than
-    # cross_entropy's log-softmax kernel; exactly 0 at padding (a PAD target's logit is -inf), and no gradient
-    target = ids[:, L:]
-    logp = logits.gather(-1, target.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
-    return logp.masked_fill(mask == 0, 0.0)                                                   # (B, T)
+    # log pi(y_t) is minus the cross-entropy of y_t (log-softmax, then the token's entry, in one op);
+    # padding is no target (IGNORE): 0 there, and no gradient
+    target = ids[:, L:].masked_fill(mask == 0, IGNORE)
+    return -F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=IGNORE,
+                            reduction="none").view(target.shape)                        # (B, T)
 
 
 def decode_responses(out):

@@ -284,13 +284,28 @@ def _lab12_code(containing):
 
 
 def test_run_b_has_a_learning_rate_33_times_run_as():
-    """Lab 12, Experiment 9: run B is RLHFConfig(lr=1e-2), run A the default lr, 33 times smaller."""
+    """Lab 12, Experiment 9: run B is RLHFConfig(**RUN_B), changing the lr only, to 33 times run A's default."""
     import re
+    from course_utils.runs import RUN_B
     config, = _lab12_code("class RLHFConfig")
     default = float(re.search(r"^\s*lr: float = ([0-9.e-]+)", config, re.M).group(1))
     view, = _lab12_code("views.HealthSignals(")
-    lr_b = float(re.search(r"RLHFConfig\(lr=([0-9.e-]+)\)", view).group(1))
-    assert round(lr_b / default) == 33, (default, lr_b)
+    assert "RLHFConfig(**RUN_B)" in view, "Experiment 9's cell no longer builds run B from RUN_B"
+    assert set(RUN_B) == {"lr"}, RUN_B
+    assert round(RUN_B["lr"] / default) == 33, (default, RUN_B)
+
+
+def test_no_cell_before_question_5_names_run_bs_setting():
+    """Lab 12: Question 5 asks which setting run B changed, so no code cell before it names a field of RUN_B."""
+    import nbformat
+    from course_staff.solutions import notebook_path
+    from course_utils.runs import RUN_B
+    nb = nbformat.read(str(notebook_path("lab12")), as_version=4)
+    q5 = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "#### Question 5" in c.source)
+    health = [c.source for c in nb.cells[:q5] if c.cell_type == "code" and "HealthSignals(" in c.source]
+    assert health, "Experiment 9's cell is not before Question 5"
+    for field in RUN_B:
+        assert not any(f"{field}=" in s for s in health), f"Experiment 9's cell names run B's {field}"
 
 
 
