@@ -152,8 +152,6 @@ CLAIMS = (
     C("lab12", "With $\\beta = 0.1$ the KL settles at a few tenths of a nat", "lab12.kl_penalty.small_kl"),
     C("lab12", "the malformed fraction drops, and the gold score *improves* over the SFT model.",
       "lab12.improves.fewer_malformed", "lab12.improves.improves"),
-    C("lab12", "The proxy is useful as long as the policy stays close to the data it was fitted on.",
-      "lab12.improves.improves", "lab12.kl_penalty.hack"),
     C("lab12", "over the last third of training the KL stays a little above its target (0.53 to 0.61 nats over "
       "five seeds).", "lab12.controller.hovers"),
     C("lab12", "At $\\beta = 0.05$ the penalty is too weak and the policy drifts into the reward model's blind spot.",
@@ -175,8 +173,6 @@ CLAIMS = (
     C("lab12", "each prompt has exactly 22,621 possible responses", T + "test_each_prompt_has_22621_responses"),
     C("lab12", "$\\mathrm{KL}(\\pi_{\\text{PPO}}\\,\\|\\,\\pi^*)$ is a fraction of a nat (under a quarter of a nat over five "
       "seeds): 120 iterations of PPO found nearly the best policy its objective allows", "beyond.optima.ppo_near_opt"),
-    C("lab12", "At $\\beta = 0$ and $0.05$ the exact optimum's gold score is far below the SFT model's, as PPO's is: "
-      "$\\pi^*$ itself hacks the proxy", "beyond.optima.optimum_hacks", "lab12.kl_penalty.hack"),
     C("lab12", "scores far below the SFT model on gold, as PPO does.", "beyond.optima.optimum_hacks"),
     C("lab12", "PPO, which lands near $\\pi^*$ (within a quarter of a nat of it at $\\beta = 0.1$), simply did its job.",
       "beyond.optima.ppo_near_opt"),

@@ -45,7 +45,9 @@ POINTS = r"(\d+(?:\.\d+)?) points?"
 TASK_HEADING = re.compile(r"^#+ Task (\w+) — (.*)$", re.M)
 CONCEPT = re.compile(r"Concept check ([A-Z]) \(" + POINTS + r"\)")
 QUESTION = re.compile(r"Question (\d+[a-z]?) \(written, " + POINTS + r"\)")
-TOTAL = re.compile(r"\*\*Total: " + POINTS + r" \((\d+) for code, (\d+) for (?:writing|written analysis), (\d+) for concept checks\)")
+# a lab without concept checks leaves out their count (read as 0)
+TOTAL = re.compile(r"\*\*Total: " + POINTS + r" \((\d+) for code, (\d+) for (?:writing|written analysis)"
+                   r"(?:, (\d+) for concept checks)?\)")
 
 
 def _numbers(text):
@@ -114,7 +116,7 @@ def stated_points(lab, cells):
     total = TOTAL.search(intro)
     code = sum(tasks.values())
     expected = [code + sum(questions) + sum(concepts), code, sum(questions), sum(concepts)]
-    if total is None or [float(x) for x in total.groups()] != expected:
+    if total is None or [float(x or 0) for x in total.groups()] != expected:
         wrong.append(f"the total states {total and total.group(0)}, the metadata {expected} (all, code, writing, concepts)")
     return wrong
 
