@@ -160,7 +160,7 @@ bench: setup  ## time every path students, TAs and instructors wait on (then ren
 bench-class: postgres-install sandbox-install  ## a class of 40 graded on PostgreSQL with JOBS=1, then JOBS=2
 	$(PY) -m benchmarks.bench_class
 
-science: setup  ## both labs' lessons and the Beyond PPO notebook's claims over 5 seeds, each against a negative control
+science: setup  ## every lab's lessons and the Beyond PPO notebook's claims over 5 seeds, each against a negative control
 	$(PY) -m benchmarks.science; status=$$?; $(PY) -m benchmarks.figures; exit $$status
 
 science-verify: setup  ## after a change that should move no number: rerun seed 0 in both settings; if identical, re-stamp the science table

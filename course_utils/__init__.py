@@ -1,4 +1,4 @@
-"""The toy world of Labs 11 and 12, as students install it. One concept per module:
+"""The toy world of Labs 11 to 13, as students install it. One concept per module:
 
     tinylm         the toy LM: vocabulary, prompts "a+b=", TinyLM, sampling, the SFT checkpoint
     dynamo_on_demand  torch.optim without importing torch's compiler until something compiles (tinylm installs it)
