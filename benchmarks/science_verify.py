@@ -67,7 +67,7 @@ def default_differences(record, figures, seed=SEED):
     and each control's figure at ``seed``."""
     beside = record[science.DEFAULT_LABEL]
     i = beside.get("seeds", record["seeds"]).index(seed)
-    by_name = {f"{e.name}.{c.name}": c for e in science.experiments() for c in e.criteria}
+    by_name = science.criteria_by_name()
     out = []
     for c in beside["criteria"]:
         name = f"{c['experiment']}.{c['name']}"

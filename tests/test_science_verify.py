@@ -20,7 +20,7 @@ def table(tmp_path, monkeypatch):
     path.write_text(json.dumps(record))
     monkeypatch.setattr(provenance, "capability", lambda: record["capability"])
     native = record["results"][record["seeds"].index(0)]
-    by_name = {f"{e.name}.{c.name}": c for e in science.experiments() for c in e.criteria}
+    by_name = science.criteria_by_name()
     default = {}
     for c in record[science.DEFAULT_LABEL]["criteria"]:
         crit = by_name[f"{c['experiment']}.{c['name']}"]
