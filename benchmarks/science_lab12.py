@@ -18,7 +18,8 @@ hack           at beta = 0, step by step: gold first rises above what sampling n
                model (control: the fitted RM less its digit-count component, which no longer says "an
                answer beats a blank"); the policy writes a heavily weighted digit (control: the RM's
                weights reversed in order); every answer ends malformed; the KL levels off near -log
-               pi_ref of the collapsed response, over the whole last third (control: the default beta).
+               pi_ref of the collapsed response, over the whole last third, in the mean over PPO_SEEDS PPO
+               seeds (control: the default beta, at the same PPO seeds).
 improves       at the default beta gold improves on the SFT model and malformed answers drop, which PPO on
                an RM fit to shuffled rankings does not.
 controller     the notebook's run (from the default beta, 120 iterations) hovers around the target KL,
@@ -29,14 +30,16 @@ ptx            PPO-ptx keeps the SFT model's accuracy *and* gains RM score at a 
                PPO (ptx off) loses the accuracy.
 health         Experiment 9's health signals: run B (learning rate HEALTH_LR) against run A (the default
                learning rate): the clip fraction over half at the first iteration and a few percent in
-               run A, the KL several nats after one update, the value loss more than ten times run A's
+               run A over the last third (a mean over PPO_SEEDS PPO seeds, run B's at the same seeds),
+               the KL several nats after one update, the value loss more than ten times run A's
                over the first iterations (against A2, a second default-rate run with another PPO seed, so
                that a ratio to run A is not 1 by definition), and the final policy's exact entropy lower
-               than run A's, both means over PPO_SEEDS PPO seeds (against run A's mean over as many other
-               PPO seeds).
+               than run A's, each entropy a mean over the same PPO_SEEDS PPO seeds (against run A's mean
+               over as many other PPO seeds).
 critic         Question 7's figures (Experiment 10): the learned critic's error at lambda = 0 (about 0.04
                RMS; control: a critic fitted on a tenth of the batches) and the best lambda near 0.9
-               (control: the exact V^pi in place of the critic, where it is 0).
+               (control: the exact V^pi in place of the critic, where it is 0), both best lambdas read
+               from RMS-error curves averaged over the default runs of PPO_SEEDS PPO seeds.
 
 Each threshold follows from the words of the sentence it backs (see each criterion's comment); each
 control changes the one input its criterion names as its mechanism (criteria.py).
@@ -75,6 +78,12 @@ PTX_BETA = 0.05           # the beta at which PPO-ptx and plain PPO are compared
 PTX_COEF = 1.0
 EARLY = 40                # "first": the gold score's peak over the first EARLY iterations (5-iteration average)
 N_SHARE = 256             # samples of a final policy for its digit shares
+# A figure of one PPO run varies from one PPO seed to the next (its steps are chaotic) by as much as some
+# criteria's margins: those criteria read a mean over PPO_SEEDS runs with PPO seeds seed + RESEED * j
+# (``ppo_seeds``; j = 0 is the world's own seed, the run every other criterion reads), the criterion and its
+# control at the same PPO seeds, so that the control still differs only in its mechanism
+PPO_SEEDS = 5
+RESEED = 100
 
 
 @functools.lru_cache(maxsize=1)
@@ -130,6 +139,11 @@ def ppo(seed, rm="fit", controller="as given", ppo_seed=None, **changes):
     return _ppo(seed, rm, controller, tuple(sorted(changes.items())))
 
 
+def ppo_seeds(seed, first=0):
+    """PPO_SEEDS PPO seeds, seed + RESEED * j for j = first, first + 1, ... (j = 0: the world's own seed)."""
+    return tuple(seed + RESEED * j for j in range(first, first + PPO_SEEDS))
+
+
 def flipped_source():
     """(the source of Lab 12's given train_rlhf cell, the same with the controller's update reversed)."""
     source = [src for _, src in lab_cells("lab12") if "def train_rlhf" in src][0]
@@ -145,7 +159,7 @@ def flipped_train_rlhf():
     return ns["train_rlhf"]
 
 
-@functools.lru_cache(maxsize=32)
+@functools.lru_cache(maxsize=64)     # a seed's runs, every experiment's (32), each trained once
 def _ppo(seed, rm, controller, changes):
     w = world(seed)
     cfg = lab()["RLHFConfig"](**dict(changes))
@@ -379,15 +393,32 @@ def kl_windows(hist):
     return sum(third[:LAST]) / LAST, sum(third[-LAST:]) / LAST
 
 
+def spammed_digit(run):
+    """The digit a run's final policy writes most."""
+    return max(range(10), key=lambda d: run["digit_shares"][d])
+
+
+def plateau_ratios(seed, beta):
+    """(2,) the KL windows (kl_windows) of the runs at ``beta``, each over the KL of collapsing onto the digit
+    that the beta = 0 run of its PPO seed writes most (collapse_kl), averaged over the PPO seeds (ppo_seeds)."""
+    ratios = []
+    for p in ppo_seeds(seed):
+        bound = collapse_kl(world(seed).sft, spammed_digit(ppo(seed, beta=0.0, ppo_seed=p)))
+        ratios.append([k / bound for k in kl_windows(ppo(seed, beta=beta, ppo_seed=p)["history"])])
+    return [sum(window) / len(ratios) for window in zip(*ratios)]
+
+
 def run_hack(seed):
     w = world(seed)
     start, beta0, default = w.start, ppo(seed, beta=0.0), ppo(seed, beta=default_beta())
     uncounted0, reversed0 = ppo(seed, rm="uncounted", beta=0.0), ppo(seed, rm="reversed", beta=0.0)
-    spammed = max(range(10), key=lambda d: beta0["digit_shares"][d])          # the policy's commonest digit
+    spammed = spammed_digit(beta0)
     bound = collapse_kl(w.sft, spammed)
     floor = untrained_early_peak(w.sft, seed)
-    # the plateau: both windows of the last third (30 iterations apart) within a factor of the bound
-    plateau = lambda run: max(abs(math.log(k / bound)) for k in kl_windows(run["history"]))   # noqa: E731
+    # the plateau: both windows of the last third (30 iterations apart) within a factor of the bound, read from
+    # the mean over PPO_SEEDS PPO seeds (one run's windows vary by about the margin from one PPO seed to the next)
+    ratios = {beta: plateau_ratios(seed, beta) for beta in (0.0, default_beta())}
+    plateau = {beta: max(abs(math.log(r)) for r in windows) for beta, windows in ratios.items()}
     out = {"start_gold": start["gold"], "collapse_kl": bound, "spammed_digit": float(spammed),
            "spammed_share": beta0["digit_shares"][spammed], "heaviest_digit": float(w.rm.w.argmax()),
            "untrained_peak": floor - start["gold"],
@@ -397,13 +428,14 @@ def run_hack(seed):
            "weight_level": weight_level(w.rm, beta0["digit_shares"]),
            "weight_level_reversed": weight_level(w.rm, reversed0["digit_shares"]),
            "malformed": beta0["malformed"], "malformed_default": default["malformed"],
-           "plateau": plateau(beta0), "plateau_default": plateau(default)}
-    out.update({f"kl_window_{i}": k for i, k in enumerate(kl_windows(beta0["history"]))})
+           "plateau": plateau[0.0], "plateau_default": plateau[default_beta()]}
+    out.update({f"kl_window_{i}_over_bound": r for i, r in enumerate(ratios[0.0])})
     beta0_in, default_in = {"beta": 0.0, "rm": "fit"}, {"beta": default_beta(), "rm": "fit"}
     out["inputs"] = {"rise": beta0_in, "rise_uncounted": dict(beta0_in, rm="uncounted"),
                      "weight_level": beta0_in, "weight_level_reversed": dict(beta0_in, rm="reversed"),
                      "malformed": beta0_in, "malformed_default": default_in,
-                     "plateau": beta0_in, "plateau_default": default_in}
+                     "plateau": {**beta0_in, "seeds ppo": ppo_seeds(seed)},
+                     "plateau_default": {**default_in, "seeds ppo": ppo_seeds(seed)}}
     return out
 
 
@@ -423,9 +455,11 @@ HACK = Experiment("lab12.hack", run_hack, criteria=(
     Criterion("all_malformed", "beta = 0: final malformed share", "malformed", 0.95, mechanism="beta",
               controls=(("the default beta (0.1)", "malformed_default"),), fmt="{:.2f}"),
     # "levels off near -log pi_ref(dddd | x) (within a factor of 1.5)": the KL of the first and of the last 10
-    # iterations of the last third both within a factor of 1.5 of it
-    Criterion("kl_plateau", "beta = 0: max over two windows of the last third of |log(KL / -log pi_ref(dddd))|",
-              "plateau", math.log(1.5), above=False, mechanism="beta",
+    # iterations of the last third both within a factor of 1.5 of it, in the mean run (each run's KL over its
+    # own dddd's bound, averaged over the PPO seeds, the control's at the same PPO seeds against the same bounds)
+    Criterion("kl_plateau", "beta = 0: max over two windows of the last third of |log(KL / -log pi_ref(dddd))| "
+              f"(KL / bound: means over {PPO_SEEDS} PPO seeds)", "plateau", math.log(1.5), above=False,
+              mechanism="beta",
               controls=(("the default beta (0.1)", "plateau_default"),), fmt="{:.2f}"),
 ))
 
@@ -527,13 +561,12 @@ PTX = Experiment("lab12.ptx", run_ptx, criteria=(
 # ----------------------------------------------------------------------------- health signals
 HEALTH_LR = RUN_B["lr"]   # run B's learning rate (Lab 12's Experiment 9; run A: RLHFConfig's default)
 FIRST = 10                # "the first iterations": the value loss's mean over the first FIRST
-RESEED = 100              # the reseeded control: a default-rate run with PPO seed seed + RESEED
 LOWER = 0.05              # "a lower entropy ... collapsed further": lower by at least 0.05 nat (a tenth of run A's)
 # A final policy's entropy varies from one PPO seed to the next (run B's by a tenth of a nat, its steps being
-# chaotic; run A's by a few hundredths), more than a single pair of runs can tell apart from LOWER: the
-# entropies are means over PPO_SEEDS PPO seeds (seed + RESEED * j), run A's and run B's at the same seeds, the
-# reseeded control's over as many other seeds (the next PPO_SEEDS j)
-PPO_SEEDS = 5
+# chaotic; run A's by a few hundredths), more than a single pair of runs can tell apart from LOWER; run B's clip
+# fraction over the last third varies by about its margin (seed 0: 0.13 to 0.22): both are means over the
+# PPO seeds (ppo_seeds), run A's and run B's at the same seeds, the entropy's reseeded control over as many
+# other seeds (the next PPO_SEEDS j). The reseeded control of the value loss is run A at PPO seed seed + RESEED
 
 
 @functools.lru_cache(maxsize=1)
@@ -544,7 +577,8 @@ def response_tree():
 def run_health(seed):
     """Experiment 9's figures of run A (the default learning rate) and run B (HEALTH_LR), per seed, and of
     A2, run A with another PPO seed (so that a ratio to run A is not 1 by definition). The entropies: each a
-    mean over PPO_SEEDS PPO seeds (``mean_entropy``), the control's over other seeds (``health_seeds``)."""
+    mean over PPO_SEEDS PPO seeds (``ppo_seeds``), the control's over other seeds; and so is each run's clip
+    fraction over the last third (runs A and B at the same PPO seeds)."""
     runs = {"A": ppo(seed, beta=default_beta()), "B": ppo(seed, beta=default_beta(), lr=HEALTH_LR),
             "A2": ppo(seed, beta=default_beta(), ppo_seed=seed + RESEED)}
     out = {"sft_entropy": exact_entropy(response_tree(), world(seed).sft)}
@@ -555,9 +589,12 @@ def run_health(seed):
                     # the KL of the rollout after the first update (iteration 0's is that of the SFT model: 0)
                     f"{name}_kl_after_one": hist["kl"][1], f"{name}_kl_last_third": last_third(hist, "kl"),
                     f"{name}_value_loss_first": sum(hist["value_loss"][:FIRST]) / FIRST})
-    first, other = health_seeds(seed)
-    out.update({"A_entropy": mean_entropy(seed, first), "B_entropy": mean_entropy(seed, first, lr=HEALTH_LR),
-                "A2_entropy": mean_entropy(seed, other)})
+    first, other = ppo_seeds(seed), ppo_seeds(seed, PPO_SEEDS)
+    out.update({"A_entropy": mean_over(seed, first, final_entropy),
+                "B_entropy": mean_over(seed, first, final_entropy, lr=HEALTH_LR),
+                "A2_entropy": mean_over(seed, other, final_entropy),
+                "A_mean_clip_last_third": mean_over(seed, first, clip_last_third),
+                "B_mean_clip_last_third": mean_over(seed, first, clip_last_third, lr=HEALTH_LR)})
     for name in ("B", "A2"):
         out[f"{name}_value_loss_ratio"] = out[f"{name}_value_loss_first"] / out["A_value_loss_first"]
         out[f"{name}_entropy_below_A"] = out["A_entropy"] - out[f"{name}_entropy"]
@@ -565,22 +602,26 @@ def run_health(seed):
     out["inputs"] = {**{f"{name}_{fig}": spec for name, spec in (("A", a), ("B", b))
                         for fig in ("clip_first", "clip_last_third", "kl_after_one")},
                      **{f"{name}_value_loss_ratio": spec for name, spec in (("B", b), ("A2", a2))},
+                     "A_mean_clip_last_third": {"lr": default_lr(), "seeds ppo": first},
+                     "B_mean_clip_last_third": {"lr": HEALTH_LR, "seeds ppo": first},
                      "B_entropy_below_A": {"lr": HEALTH_LR, "seeds ppo": first},
                      "A2_entropy_below_A": {"lr": default_lr(), "seeds ppo": other}}
     return out
 
 
-def health_seeds(seed):
-    """(the PPO seeds of runs A and B's entropies, the reseeded control's): seed + RESEED * j, j < PPO_SEEDS,
-    then the next PPO_SEEDS j."""
-    seeds = [seed + RESEED * j for j in range(2 * PPO_SEEDS)]
-    return tuple(seeds[:PPO_SEEDS]), tuple(seeds[PPO_SEEDS:])
+def mean_over(seed, seeds, figure, **changes):
+    """The mean of ``figure(run)`` over runs at the default beta (and ``changes``), one per PPO seed of ``seeds``."""
+    return sum(figure(ppo(seed, beta=default_beta(), ppo_seed=p, **changes)) for p in seeds) / len(seeds)
 
 
-def mean_entropy(seed, ppo_seeds, **changes):
-    """The mean exact entropy of the final policies of runs at the default beta (and ``changes``), one per PPO seed."""
-    return sum(exact_entropy(response_tree(), ppo(seed, beta=default_beta(), ppo_seed=p, **changes)["policy"])
-               for p in ppo_seeds) / len(ppo_seeds)
+def final_entropy(run):
+    """The exact entropy of the run's final policy (nats)."""
+    return exact_entropy(response_tree(), run["policy"])
+
+
+def clip_last_third(run):
+    """The run's clip fraction, mean over the last third of its iterations."""
+    return last_third(run["history"], "clip_frac")
 
 
 def default_lr():
@@ -590,9 +631,10 @@ def default_lr():
 RUN_A = "run A: the default learning rate (3e-4)"
 RESEEDED = f"{RUN_A}, PPO seed + {RESEED}"
 HEALTH = Experiment("lab12.health", run_health, smoke=True, criteria=(
-    # "a few percent in run A": at most 5%
-    Criterion("clip_normal", "run A: clip fraction, last third (a few percent)", "A_clip_last_third", 0.05,
-              above=False, mechanism="lr", controls=((f"run B: learning rate {HEALTH_LR:g}", "B_clip_last_third"),),
+    # "a few percent in run A": at most 5%; "still above 5% at the end" in run B, its control
+    Criterion("clip_normal", f"run A: clip fraction, last third (a few percent; means over {PPO_SEEDS} PPO seeds)",
+              "A_mean_clip_last_third", 0.05, above=False, mechanism="lr",
+              controls=((f"run B: learning rate {HEALTH_LR:g}", "B_mean_clip_last_third"),),
               fmt="{:.3f}"),
     # "in run B more than half at the first iteration"
     Criterion("clip_first", "run B: clip fraction at the first iteration", "B_clip_first", 0.5, mechanism="lr",
@@ -612,29 +654,39 @@ HEALTH = Experiment("lab12.health", run_health, smoke=True, criteria=(
 CRITIC_FIT = 20           # batches the critic is fitted on (the notebook's CriticView default)
 
 
+def critic_curves(seed, ppo_seed, fit_iters):
+    """CriticView's RMS-error curves over LAMBDAS ({"critic", "exact", "share"}) on the default run of PPO seed
+    ``ppo_seed``, its critic fitted on ``fit_iters`` batches (the fit and the evaluation rollouts seeded by it)."""
+    from types import SimpleNamespace
+    from course_utils.views.critic import CriticView
+    w = world(seed)
+    runs = SimpleNamespace(reward=lambda: (w.rm, w.rm_offset), sft=w.sft,
+                           run=lambda c: (ppo(seed, beta=c.beta, ppo_seed=ppo_seed)["policy"], None))
+    fns = (lab()["kl_penalized_rewards"], lab()["gae_per_token"], lab()["ppo_rlhf_loss"])
+    return CriticView(runs, lab()["RLHFConfig"](), *fns, fit_iters=fit_iters, seed=ppo_seed).prepare().curves
+
+
 def run_critic(seed):
     """Experiment 10's figures on the default run of the seed: the learned critic's error at lambda = 0
-    (RMS of GAE(0)'s returns with the critic against those with V^pi) and the lambda where the RMS error
-    of the returns against Q^pi is smallest; with the exact V^pi in place of the critic, and with a
-    critic fitted on a tenth of the batches."""
-    from types import SimpleNamespace
-    from course_utils.views.critic import LAMBDAS, CriticView
-    w, cfg = world(seed), lab()["RLHFConfig"]()
-    runs = SimpleNamespace(reward=lambda: (w.rm, w.rm_offset), sft=w.sft,
-                           run=lambda c: (ppo(seed, beta=c.beta)["policy"], None))
-    fns = (lab()["kl_penalized_rewards"], lab()["gae_per_token"], lab()["ppo_rlhf_loss"])
+    (RMS of GAE(0)'s returns with the critic against those with V^pi), with a critic fitted on the
+    notebook's CRITIC_FIT batches and on a tenth of them; and the lambda where the RMS error of the returns
+    against Q^pi is smallest, with the learned critic and with the exact V^pi in place of it, each curve a
+    mean over the default runs of PPO_SEEDS PPO seeds (ppo_seeds) before its smallest is taken."""
+    from course_utils.views.critic import LAMBDAS
     fits = {"fit": short(CRITIC_FIT, least=2), "tenth": max(1, short(CRITIC_FIT, least=2) // 10)}
+    curves = [critic_curves(seed, p, fits["fit"]) for p in ppo_seeds(seed)]      # curves[0]: the world's PPO seed
     out, inputs = {}, {}
-    for name, iters in fits.items():
-        curves = CriticView(runs, cfg, *fns, fit_iters=iters, seed=seed).prepare().curves
-        out[f"bias_{name}"] = curves["share"][0]
-        out[f"bias_vs_0_04_{name}"] = abs(math.log(curves["share"][0] / 0.04))
-        out[f"best_lambda_{name}"] = LAMBDAS[min(range(len(LAMBDAS)), key=lambda i: curves["critic"][i])]
-        inputs[f"bias_vs_0_04_{name}"] = {"critic fitted on": iters, "values": "critic"}
-    out["best_lambda_exact"] = LAMBDAS[min(range(len(LAMBDAS)), key=lambda i: curves["exact"][i])]
-    out["near_0_9_fit"], out["near_0_9_exact"] = abs(out["best_lambda_fit"] - 0.9), abs(out["best_lambda_exact"] - 0.9)
-    inputs["near_0_9_fit"] = inputs["bias_vs_0_04_fit"]
-    inputs["near_0_9_exact"] = dict(inputs["bias_vs_0_04_fit"], values="exact V^pi")
+    for name, share in (("fit", curves[0]["share"]), ("tenth", critic_curves(seed, seed, fits["tenth"])["share"])):
+        out[f"bias_{name}"] = share[0]
+        out[f"bias_vs_0_04_{name}"] = abs(math.log(share[0] / 0.04))
+        inputs[f"bias_vs_0_04_{name}"] = {"critic fitted on": fits[name], "values": "critic"}
+    # one run's curve is nearly flat near its smallest (seed 0: within 0.002 RMS from 0.85 to 1), so which lambda
+    # is smallest moves with the PPO seed (seed 0: 1.0 or 0.95): the curves are averaged over the PPO seeds first
+    for values in ("critic", "exact"):
+        mean = sum(c[values] for c in curves) / len(curves)
+        out[f"best_lambda_{values}"] = LAMBDAS[min(range(len(LAMBDAS)), key=lambda i: mean[i])]
+        out[f"near_0_9_{values}"] = abs(out[f"best_lambda_{values}"] - 0.9)
+        inputs[f"near_0_9_{values}"] = {"critic fitted on": fits["fit"], "values": values, "seeds ppo": ppo_seeds(seed)}
     out["inputs"] = inputs
     return out
 
@@ -646,8 +698,8 @@ CRITIC = Experiment("lab12.critic", run_critic, criteria=(
               controls=(("a critic fitted on a tenth of the batches", "bias_vs_0_04_tenth"),), fmt="{:.2f}"),
     # "The total is smallest in between, near lambda = 0.9" (the rubric: about 0.85 to 1): within 0.1 of 0.9;
     # "a better critic ... moves the best lambda towards 0": with V^pi itself it is 0
-    Criterion("best_lambda", "|the lambda of the smallest RMS error of the returns - 0.9|", "near_0_9_fit", 0.1,
-              above=False, mechanism="values",
+    Criterion("best_lambda", "|the lambda of the smallest RMS error of the returns - 0.9| (RMS errors: means over "
+              f"{PPO_SEEDS} PPO seeds)", "near_0_9_critic", 0.1, above=False, mechanism="values",
               controls=(("the exact V^pi in place of the critic", "near_0_9_exact"),), fmt="{:.2f}"),
 ))
 

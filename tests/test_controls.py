@@ -171,6 +171,75 @@ def test_ptx_criterion_fails_for_a_policy_that_never_trains(monkeypatch):
             "is not below it")
 
 
+# ----------------------------------------------------------------------------- means over PPO seeds
+# Three criteria read the mean run over L12.PPO_SEEDS PPO seeds, criterion and control at the same seeds: a
+# stand-in whose world's own PPO seed (the run every other criterion reads) lies on the wrong side, the others on
+# the right side, must give the mean's verdict. Control: with PPO_SEEDS = 1 (that one run alone, the old
+# single-run criterion) the same stand-in misses the criterion.
+def _off(seed, ppo_seed):
+    """True for the stand-in run of the world's own PPO seed, the outlier."""
+    return ppo_seed in (None, seed)
+
+
+def _verdicts(monkeypatch, experiment, name, run):
+    """[(criterion met, [each control meets it])] of ``run(0)``'s figures: over PPO_SEEDS PPO seeds, over one."""
+    c, = [c for c in criteria_of(experiment) if c.name == name]
+    out = []
+    for n in (L12.PPO_SEEDS, 1):
+        monkeypatch.setattr(L12, "PPO_SEEDS", n)
+        figures = run(0)
+        out.append((c.meets(figures[c.key]), [c.meets(figures[key]) for _, key in c.controls]))
+    return out
+
+
+def _check(verdicts):
+    mean, one = verdicts
+    assert mean == (True, [False]), f"the mean over PPO seeds (met, [controls meet]): {mean}"
+    assert one[0] is False, f"control: the world's own PPO seed alone must miss the criterion: {one}"
+
+
+def test_kl_plateau_reads_the_mean_over_ppo_seeds(monkeypatch, hack_world):
+    bound = L12.collapse_kl(hack_world.sft, 0)
+
+    def ppo(seed, rm="fit", controller="as given", ppo_seed=None, **changes):
+        # beta = 0: the outlier's KL 1.6 times the bound (|log 1.6| > log 1.5), the others' at it; the default beta
+        # far below it at every PPO seed
+        level = (1.6 if _off(seed, ppo_seed) else 1.0) * bound if changes["beta"] == 0.0 else 0.5
+        return {"early_gold_peak": 0.0, "kl": level, "malformed": 1.0, "history": {"kl": [level] * 120},
+                "digit_shares": [float(d == 0) for d in range(10)]}
+
+    monkeypatch.setattr(L12, "ppo", ppo)
+    _check(_verdicts(monkeypatch, "lab12.hack", "kl_plateau", L12.run_hack))
+
+
+def test_clip_normal_reads_the_mean_over_ppo_seeds(monkeypatch):
+    def ppo(seed, rm="fit", controller="as given", ppo_seed=None, **changes):
+        # run A: the outlier clips 7% over the last third, the others 3%; run B: the outlier 3%, the others 20%
+        high = "lr" in changes
+        clip = (0.03 if high else 0.07) if _off(seed, ppo_seed) else (0.2 if high else 0.03)
+        return {"history": {"clip_frac": [clip] * 120, "kl": [1.0] * 120, "value_loss": [1.0] * 120}, "policy": None}
+
+    monkeypatch.setattr(L12, "ppo", ppo)
+    monkeypatch.setattr(L12, "world", lambda seed: types.SimpleNamespace(sft=None))
+    monkeypatch.setattr(L12, "response_tree", lambda: None)
+    monkeypatch.setattr(L12, "exact_entropy", lambda tree, model: 1.0)
+    _check(_verdicts(monkeypatch, "lab12.health", "clip_normal", L12.run_health))
+
+
+def test_best_lambda_reads_the_mean_curve_over_ppo_seeds(monkeypatch):
+    import numpy as np
+    from course_utils.views.critic import LAMBDAS
+    lam = np.array(LAMBDAS)
+
+    def curves(seed, ppo_seed, fit_iters):
+        # the learned critic's error smallest at 0.75 for the outlier, at 0.95 for the others; V^pi's at 0
+        best = 0.75 if _off(seed, ppo_seed) else 0.95
+        return {"critic": (lam - best) ** 2, "exact": lam ** 2, "share": np.full(len(lam), 0.04)}
+
+    monkeypatch.setattr(L12, "critic_curves", curves)
+    _check(_verdicts(monkeypatch, "lab12.critic", "best_lambda", L12.run_critic))
+
+
 # ----------------------------------------------------------------------------- one criterion per fact
 def test_no_criterion_is_another_ones_control():
     """A control's figure that is another criterion's own figure makes two criteria of one fact (the
