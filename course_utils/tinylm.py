@@ -113,10 +113,9 @@ def causal_attention(q, k, v):
     """Causal self-attention of the last Lq of Lk positions: q (..., Lq, h, d/h), k and v
     (..., Lk, h, d/h) -> (..., Lq, h, d/h). Query i is position Lk - Lq + i and sees 0..Lk - Lq + i;
     with Lq = Lk that is plain causal attention, with Lq = 1 the newest position over all the others."""
-    t = lambda z: z.transpose(-3, -2)                                   # heads before positions
     Lq, Lk = q.shape[-3], k.shape[-3]
     mask = None if Lq == 1 else _CAUSAL[Lk - Lq:Lk, :Lk]                # the newest position sees them all
-    return t(attend(t(q), t(k), t(v), mask))
+    return attend(q, k, v, mask)
 
 
 def extending(cache):
