@@ -68,8 +68,12 @@ def _attention(q, k, v, mask=None):
     (n x d) (d x H L) and (n x H L) (H L x d), on q, k, v as the qkv layer lays them out."""
     N, n, H, dh = q.shape
     K, V = _keys_apart(k), _values_apart(v)
-    scores = torch.bmm(q.reshape(N, n, H * dh), K).mul_(1 / math.sqrt(dh)).view(N, n, H, -1)
-    p = softmax(scores if mask is None else scores.add_(mask[:, None])).view(N, n, -1)
+    q, scale = q.reshape(N, n, H * dh), 1 / math.sqrt(dh)
+    if mask is None:
+        scores = torch.bmm(q, K).mul_(scale)
+    else:                                                          # the mask added in the matmul: one op fewer
+        scores = torch.baddbmm(mask.to(q.dtype)[:, None].expand(n, H, -1).reshape(n, -1), q, K, alpha=scale)
+    p = softmax(scores.view(N, n, H, -1)).view(N, n, -1)
     return torch.bmm(p, V), p, K, V
 
 
