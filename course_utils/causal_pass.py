@@ -151,9 +151,26 @@ def _block_backward(dx2, saved, w, g, b):
     return dx
 
 
+def _scalar_head(v):
+    """A scalar head (a critic's) as one vector v (d + 1): its weight (1, d) and bias (1,) as views."""
+    return {"scalar.weight": v[:-1].view(1, -1), "scalar.bias": v[-1:]}
+
+
+def _head_forward(hf, w, head):
+    """The pass's outputs from the final hidden states hf (B, n, d): see ``forward``."""
+    if head is True:
+        return F.linear(hf, w["head.weight"], w["head.bias"])                   # (B, n, V)
+    if head is False:
+        return hf
+    s = _scalar_head(head)
+    return F.linear(hf, s["scalar.weight"], s["scalar.bias"]).view(hf.shape[:-1])   # (B, n)
+
+
 def forward(w, ids, n_heads, n_layers, last, head, mask):
-    """The plain causal pass: ids (B, L) -> final hidden states (B, n, d), or logits (B, n, V) with
-    ``head``; n = ``last``. Returns (outputs, what ``backward`` needs). mask (L, L) is the causal mask."""
+    """The plain causal pass of ids (B, L), n = ``last``. ``head``: True: logits (B, n, V); False: final
+    hidden states (B, n, d); a vector (d + 1): a scalar head's outputs h . head[:d] + head[d] (B, n) (the
+    critic's values: its head in this pass costs fewer operations than as autograd operations after it).
+    Returns (outputs, what ``backward`` needs). mask (L, L) is the causal mask."""
     L = ids.shape[1]
     x = F.embedding(ids, w["tok.weight"]) + w["pos.weight"][:L]
     blocks = []
@@ -163,20 +180,22 @@ def forward(w, ids, n_heads, n_layers, last, head, mask):
         blocks.append(saved)
     d = x.shape[-1]
     hf, muf, rsf = torch.native_layer_norm(x, (d,), w["ln_f.weight"], w["ln_f.bias"], LN_EPS)
-    out = F.linear(hf, w["head.weight"], w["head.bias"]) if head else hf
-    return out, (ids, blocks, x, hf, muf, rsf, head)
+    return _head_forward(hf, w, head), (ids, blocks, x, hf, muf, rsf, head)
 
 
-def backward(w, g, saved, grad_out):
+def backward(w, g, saved, grad_out, g_head=None):
     """The gradient of the flat weight vector, written into g (named views of it: ``w``'s names) from
-    dL/d(outputs) ``grad_out``. Weights the pass does not use (a head it did not apply) get 0."""
+    dL/d(outputs) ``grad_out``; a scalar head's gradient (d + 1) into ``g_head``. Weights the pass does
+    not use (a head it did not apply) get 0."""
     ids, blocks, x, hf, muf, rsf, head = saved
     B, n, d = hf.shape
-    if head:
-        dhf = _linear_backward(grad_out.reshape(B * n, -1), hf.view(B * n, d), w, g, "head").view(B, n, d)
-    else:
+    if head is not True:
         g["head.weight"].zero_(), g["head.bias"].zero_()
+    if head is False:
         dhf = grad_out
+    else:
+        hw, hg, name = (w, g, "head") if head is True else (_scalar_head(head), _scalar_head(g_head), "scalar")
+        dhf = _linear_backward(grad_out.reshape(B * n, -1), hf.view(B * n, d), hw, hg, name).view(B, n, d)
     dx = _layer_norm_backward(dhf, x, muf, rsf, w, g, "ln_f")
     for i in reversed(range(len(blocks))):
         dx = _block_backward(dx, blocks[i], w, g, f"blocks.{i}.")
@@ -190,21 +209,23 @@ class CausalPass(torch.autograd.Function):
     """The pass as one autograd node: ``CausalPass.apply(weights, model, ids, last, head, done)``.
 
     weights: the model's flat parameter; model: its TinyLM (names and shapes of the views); ids (B, L)
-    long; last: n; head: logits if True, else final hidden states. ``done``: None, or the (outputs,
-    saved) of ``forward`` already run on these very weights and ids (a pass without gradient that the
-    model kept, see ``TinyLM``): then the forward is not run again.
+    long; last: n; head: True, False or a scalar head's vector (see ``forward``; the vector gets its
+    gradient too). ``done``: None, or the (outputs, saved) of ``forward`` already run on these very
+    weights, ids and head (a pass without gradient that the model kept, see ``TinyLM``): then the
+    forward is not run again.
     """
 
     @staticmethod
     def forward(ctx, weights, model, ids, last, head, done):
         out, saved = model.pass_forward(weights, ids, last, head) if done is None else (done[0].clone(), done[1])
         ctx.model, ctx.saved = model, saved
-        ctx.save_for_backward(weights)                  # autograd's check that no step changed them since
+        scalar = isinstance(head, torch.Tensor)
+        ctx.save_for_backward(weights, head if scalar else None)   # autograd's check that no step changed them since
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        weights, = ctx.saved_tensors
-        grad = torch.empty_like(weights)
-        ctx.model.pass_backward(weights, grad, ctx.saved, grad_out)
-        return grad, None, None, None, None, None
+        weights, head = ctx.saved_tensors
+        grad, g_head = torch.empty_like(weights), None if head is None else torch.empty_like(head)
+        ctx.model.pass_backward(weights, grad, ctx.saved, grad_out, g_head)
+        return grad, None, None, None, g_head, None

@@ -208,6 +208,12 @@ class TinyLM(nn.Module):
             return self._causal_pass(ids, last, head=False)
         return self._hidden(self._pass_weights(), ids, positions, attention, last)
 
+    def scalar_head(self, ids, head, last=None):
+        """A scalar head on the final hidden states h of ids (..., L), in the same pass as the body:
+        h . head[:d] + head[d] (..., n) for ``head`` one vector (d + 1), of the last ``last`` positions
+        (all L by default). What a critic's values are; ``head`` gets its gradient as the weights do."""
+        return self._causal_pass(ids, last, head=head)
+
     def forward(self, ids, positions=None, attention=None, last=None):
         if positions is None and attention is None:
             return self._causal_pass(ids, last, head=True)
@@ -249,16 +255,16 @@ class TinyLM(nn.Module):
             if (self.weights.requires_grad and not torch.is_inference_mode_enabled()
                     and rows.shape[0] <= KEEP_ROWS):
                 self._kept = (_PassKey(self.weights, rows, n, head), out._version, (out, saved))
-        return out.view(*ids.shape[:-1], n, out.shape[-1])
+        return out.view(*ids.shape[:-1], *out.shape[1:])
 
     def pass_forward(self, weights, ids, last, head):
         """causal_pass.forward with ``weights`` (laid out as ``self.weights``): (outputs, saved) of ids (B, L)."""
         return causal_pass.forward(self._weight_views(weights), ids, self.n_heads, self.n_layers, last, head,
                                    _CAUSAL[:ids.shape[1], :ids.shape[1]])
 
-    def pass_backward(self, weights, grad, saved, grad_out):
-        """causal_pass.backward: the flat gradient written into ``grad``."""
-        causal_pass.backward(self._weight_views(weights), self._named(grad), saved, grad_out)
+    def pass_backward(self, weights, grad, saved, grad_out, g_head=None):
+        """causal_pass.backward: the flat gradient written into ``grad`` (a scalar head's into ``g_head``)."""
+        causal_pass.backward(self._weight_views(weights), self._named(grad), saved, grad_out, g_head)
 
     def _weight_views(self, wt):
         """``_named(wt)`` without autograd, made once per tensor ``wt`` and memory it holds: an optimizer
@@ -289,15 +295,17 @@ class TinyLM(nn.Module):
 
 class _PassKey:
     """What must be equal for a kept pass to serve another: the same weights tensor at the same
-    version (no step or load since), the same ids (by value), n and head."""
+    version (no step or load since), the same ids (by value), n and head (a scalar head: the same
+    tensor at the same version)."""
 
     def __init__(self, weights, rows, n, head):
         self.weights, self.version, self.rows, self.n, self.head = weights, weights._version, rows.clone(), n, head
+        self.head_version = head._version if isinstance(head, torch.Tensor) else None
 
     def __eq__(self, other):
         return (self.weights is other.weights and self.version == other.version and self.n == other.n
-                and self.head == other.head and self.rows.shape == other.rows.shape
-                and torch.equal(self.rows, other.rows))
+                and self.head is other.head and self.head_version == other.head_version
+                and self.rows.shape == other.rows.shape and torch.equal(self.rows, other.rows))
 
 
 def _named_state(model, state, prefix, local_metadata):
