@@ -61,9 +61,10 @@ def floor_run(sft, iters=120, batch=64, epochs=4, seed=0):
                 policy(seq[:, col:col + 1], positions=positions[col:col + 1], attention=attention)
             policy(seq[:, :-1], last=MAX_NEW)                          # scoring: old log-probs, reference, values
             ref(seq[:, :-1], last=MAX_NEW)
-            critic.body.hidden(seq[:, :-1], last=MAX_NEW)
+            critic.body.scalar_head(seq[:, :-1], critic.head_weights, last=MAX_NEW)
         for _ in range(epochs):                                        # the PPO epochs: forward and backward
-            loss = policy(seq[:, :-1], last=MAX_NEW).sum() + critic.body.hidden(seq[:, :-1], last=MAX_NEW).sum()
+            loss = (policy(seq[:, :-1], last=MAX_NEW).sum()
+                    + critic.body.scalar_head(seq[:, :-1], critic.head_weights, last=MAX_NEW).sum())
             loss.backward()
     return policy
 

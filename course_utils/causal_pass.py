@@ -9,7 +9,7 @@ with the attention below, and its backward is the chain rule written out layer b
 gradient of the flat vector in one tensor. Checked in double precision against autograd through
 ``tinylm.block`` (tests/test_causal_pass.py).
 
-The attention here (``attend``, ``attention_weights``, ``softmax``, ``log_softmax``) is the one definition used by
+The attention here (``attend``, ``softmax``, ``log_softmax``) is the one definition used by
 every pass: this fused one, ``tinylm.causal_attention`` (sampling, custom attention) and the response tree.
 
 Shapes: B rows of L token ids; the last block computes only the last n positions; d = d_model,
@@ -38,32 +38,52 @@ def log_softmax(x):
     return x - (m + (x - m).exp().sum(dim=-1, keepdim=True).log())
 
 
-def mm_t(a, b, out=None):
-    """a @ b^T over the leading dimensions: a (..., m, k), b (..., n, k) -> (..., m, n). Both are made
-    contiguous first: for matrices as small as one head's (4-9 x 8), a batched matmul is 2-3x faster
-    in this layout than in the others, more than the copies cost. With the same leading dimensions
-    (every pass's attention) this is the torch.bmm that torch.matmul would call on the same operands,
-    without matmul's reshaping around it. ``out`` (contiguous, (..., m, n)), if given, receives the product."""
-    a, b = a.contiguous(), b.contiguous()
-    if a.dim() < 3 or a.shape[:-2] != b.shape[:-2]:                            # broadcast leading dimensions
-        c = torch.matmul(a, b.transpose(-1, -2))
-        return c if out is None else out.copy_(c)
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-2]
-    c = torch.bmm(a.view(-1, m, k), b.view(-1, n, k).transpose(1, 2),
-                  out=None if out is None else out.view(-1, m, n))
-    return c.view(*a.shape[:-1], n)
+def _keys_apart(k):
+    """k (N, L, H, dh) -> (N, d, H L), zero but for head h's keys in head h's rows: column (h, j) holds
+    k[:, j, h] in rows h dh .. (h + 1) dh. q (N, n, d) times it is every head's q.k at once."""
+    N, L, H, dh = k.shape
+    out = k.new_zeros(N, H, dh, H, L)
+    out.diagonal(dim1=1, dim2=3).copy_(k.permute(0, 3, 1, 2))                    # [b, h, e, h, j] = k[b, j, h, e]
+    return out.view(N, H * dh, H * L)
 
 
-def attention_weights(q, k, mask=None):
-    """softmax(q k^T / sqrt(dh) + mask): q (..., Lq, dh), k (..., Lk, dh), mask (Lq, Lk) additive
-    (0 or -inf) or None -> (..., Lq, Lk)."""
-    scores = mm_t(q, k).mul_(1 / math.sqrt(q.shape[-1]))
-    return softmax(scores if mask is None else scores.add_(mask))
+def _values_apart(v):
+    """v (N, L, H, dh) -> (N, H L, d), zero but for head h's values in head h's columns: row (h, j) holds
+    v[:, j, h] in columns h dh .. (h + 1) dh. Attention weights (N, n, H L) times it are every head's
+    output side by side (N, n, d)."""
+    N, L, H, dh = v.shape
+    out = v.new_zeros(N, H, L, H, dh)
+    out.diagonal(dim1=1, dim2=3).copy_(v.permute(0, 1, 3, 2))                    # [b, h, j, h, e] = v[b, j, h, e]
+    return out.view(N, H * L, H * dh)
+
+
+def _attention(q, k, v, mask=None):
+    """Attention of queries q (N, n, H, dh) over keys and values k, v (N, L, H, dh), mask (n, L) additive
+    (0 or -inf) or None. Returns the heads' outputs side by side (N, n, d), the weights p (N, n, H L) and
+    the spread keys and values (what the backward needs).
+
+    One head's matrices are tiny (4-9 x 8): a batched matmul over the N H of them costs more per matrix than
+    in arithmetic, and needs q, k, v copied head-first. Here each row's heads are multiplied at once, by the
+    keys and values spread block-diagonally (zero across heads, so the sums are the same): N matmuls of
+    (n x d) (d x H L) and (n x H L) (H L x d), on q, k, v as the qkv layer lays them out."""
+    N, n, H, dh = q.shape
+    K, V = _keys_apart(k), _values_apart(v)
+    q, scale = q.reshape(N, n, H * dh), 1 / math.sqrt(dh)
+    if mask is None:
+        scores = torch.bmm(q, K).mul_(scale)
+    else:                                                          # the mask added in the matmul: one op fewer
+        scores = torch.baddbmm(mask.to(q.dtype)[:, None].expand(n, H, -1).reshape(n, -1), q, K, alpha=scale)
+    p = softmax(scores.view(N, n, H, -1)).view(N, n, -1)
+    return torch.bmm(p, V), p, K, V
 
 
 def attend(q, k, v, mask=None):
-    """Attention: softmax(q k^T / sqrt(dh) + mask) v, q (..., Lq, dh), k and v (..., Lk, dh) -> (..., Lq, dh)."""
-    return mm_t(attention_weights(q, k, mask), v.transpose(-1, -2))
+    """Attention: softmax(q k^T / sqrt(dh) + mask) v per head, q (..., Lq, H, dh), k and v (..., Lk, H, dh),
+    mask (Lq, Lk) additive (0 or -inf) or None -> (..., Lq, H, dh)."""
+    lead = q.shape[:-3]
+    flat = lambda t: t.reshape(-1, *t.shape[-3:])
+    o = _attention(flat(q), flat(k), flat(v), mask)[0]
+    return o.view(*lead, *q.shape[-3:])
 
 
 # ----------------------------------------------------------------------------- the pass
@@ -72,17 +92,15 @@ def _block_forward(x, w, b, H, n, mask):
     and what its backward needs."""
     B, L, d = x.shape
     h1, mu1, rs1 = torch.native_layer_norm(x, (d,), w[b + "ln1.weight"], w[b + "ln1.bias"], LN_EPS)
-    qkv = F.linear(h1, w[b + "qkv.weight"], w[b + "qkv.bias"])                   # (B, L, 3d)
-    qkv = qkv.view(B, L, 3, H, d // H).permute(2, 0, 3, 1, 4).contiguous()      # (3, B, H, L, dh)
-    q, k, v = qkv[0, :, :, L - n:], qkv[1], qkv[2]
-    p = attention_weights(q, k, mask)                                           # (B, H, n, L)
-    o = mm_t(p, v.transpose(-1, -2)).transpose(1, 2).reshape(B, n, d)          # heads side by side
+    qkv = F.linear(h1, w[b + "qkv.weight"], w[b + "qkv.bias"]).view(B, L, 3, H, d // H)
+    q, k, v = qkv[:, L - n:, 0], qkv[:, :, 1], qkv[:, :, 2]                     # (B, n or L, H, dh)
+    o, p, K, V = _attention(q, k, v, mask)                                      # o (B, n, d): heads side by side
     x1 = x[:, L - n:] + F.linear(o, w[b + "proj.weight"], w[b + "proj.bias"])
     h2, mu2, rs2 = torch.native_layer_norm(x1, (d,), w[b + "ln2.weight"], w[b + "ln2.bias"], LN_EPS)
     u = F.linear(h2, w[b + "mlp.0.weight"], w[b + "mlp.0.bias"])                # (B, n, 4d)
     a = F.gelu(u)
     x2 = x1 + F.linear(a, w[b + "mlp.2.weight"], w[b + "mlp.2.bias"])
-    return x2, (x, h1, mu1, rs1, qkv, p, o, x1, h2, mu2, rs2, u, a)
+    return x2, (x, h1, mu1, rs1, q, K, V, p, o, x1, h2, mu2, rs2, u, a)
 
 
 def _linear_backward(dy, x, w, g, name):
@@ -104,34 +122,55 @@ def _layer_norm_backward(dy, x, mu, rs, w, g, name):
 
 def _block_backward(dx2, saved, w, g, b):
     """dL/dx (B, L, d) of one block from dL/d(its output) (B, n, d); its weights' gradients go into g."""
-    x, h1, mu1, rs1, qkv, p, o, x1, h2, mu2, rs2, u, a = saved
+    x, h1, mu1, rs1, q, K, V, p, o, x1, h2, mu2, rs2, u, a = saved
     B, L, d = x.shape
-    n, H, dh = dx2.shape[1], qkv.shape[2], qkv.shape[4]
+    n, H, dh = dx2.shape[1], q.shape[2], q.shape[3]
     flat = lambda t: t.reshape(-1, t.shape[-1])
     # MLP: x2 = x1 + gelu(h2 W1^T + b1) W2^T + b2
     da = _linear_backward(flat(dx2), flat(a), w, g, b + "mlp.2")
     du = torch.ops.aten.gelu_backward(da, flat(u))
     dh2 = _linear_backward(du, flat(h2), w, g, b + "mlp.0")
     dx1 = dx2 + _layer_norm_backward(dh2.view(B, n, d), x1, mu2, rs2, w, g, b + "ln2")
-    # attention: x1 = x[:, L-n:] + o Wp^T + bp, o = p v (heads side by side), p = softmax(q k^T / sqrt(dh) + mask)
-    do = _linear_backward(flat(dx1), flat(o), w, g, b + "proj").view(B, n, H, dh).transpose(1, 2)
-    q, k, v = qkv[0, :, :, L - n:], qkv[1], qkv[2]
-    dp = mm_t(do, v)                                                            # (B, H, n, L)
-    ds = p * (dp - (dp * p).sum(dim=-1, keepdim=True)) / math.sqrt(dh)          # softmax's backward
-    dqkv = torch.zeros_like(qkv) if n < L else torch.empty_like(qkv)           # the first L-n have no query
-    dqkv[0, :, :, L - n:] = mm_t(ds, k.transpose(-1, -2))
-    mm_t(ds.transpose(-1, -2), q.transpose(-1, -2), out=dqkv[1])
-    mm_t(p.transpose(-1, -2), do.transpose(-1, -2), out=dqkv[2])
-    dqkv = dqkv.permute(1, 3, 0, 2, 4).reshape(B * L, 3 * d)                   # back to (B L, 3d)
+    # attention (see _attention): x1 = x[:, L-n:] + o Wp^T + bp, o = p V, p = softmax(q K / sqrt(dh) + mask)
+    do = _linear_backward(flat(dx1), flat(o), w, g, b + "proj").view(B, n, d)
+    dp = torch.bmm(do, V.transpose(1, 2)).view(B, n, H, L)
+    pv = p.view(B, n, H, L)
+    ds = (pv * (dp - (dp * pv).sum(dim=-1, keepdim=True)) / math.sqrt(dh)).view(B, n, H * L)   # softmax's backward
+    dqkv = x.new_empty(B, L, 3, H, dh)
+    dqkv[:, :L - n, 0] = 0                                                       # the first L-n have no query
+    dqkv[:, L - n:, 0] = torch.bmm(ds, K.transpose(1, 2)).view(B, n, H, dh)
+    # of the gradients of the spread keys and values, only their blocks on the diagonal are k's and v's
+    dK = torch.bmm(q.reshape(B, n, d).transpose(1, 2), ds).view(B, H, dh, H, L)
+    dqkv[:, :, 1].copy_(dK.diagonal(dim1=1, dim2=3).permute(0, 2, 3, 1))        # [b, h, e, h, j] -> [b, j, h, e]
+    dV = torch.bmm(p.transpose(1, 2), do).view(B, H, L, H, dh)
+    dqkv[:, :, 2].copy_(dV.diagonal(dim1=1, dim2=3).permute(0, 1, 3, 2))        # [b, h, j, h, e] -> [b, j, h, e]
+    dqkv = dqkv.view(B * L, 3 * d)
     dh1 = _linear_backward(dqkv, flat(h1), w, g, b + "qkv")
     dx = _layer_norm_backward(dh1.view(B, L, d), x, mu1, rs1, w, g, b + "ln1")
     dx[:, L - n:] += dx1                                                        # the residual
     return dx
 
 
+def _scalar_head(v):
+    """A scalar head (a critic's) as one vector v (d + 1): its weight (1, d) and bias (1,) as views."""
+    return {"scalar.weight": v[:-1].view(1, -1), "scalar.bias": v[-1:]}
+
+
+def _head_forward(hf, w, head):
+    """The pass's outputs from the final hidden states hf (B, n, d): see ``forward``."""
+    if head is True:
+        return F.linear(hf, w["head.weight"], w["head.bias"])                   # (B, n, V)
+    if head is False:
+        return hf
+    s = _scalar_head(head)
+    return F.linear(hf, s["scalar.weight"], s["scalar.bias"]).view(hf.shape[:-1])   # (B, n)
+
+
 def forward(w, ids, n_heads, n_layers, last, head, mask):
-    """The plain causal pass: ids (B, L) -> final hidden states (B, n, d), or logits (B, n, V) with
-    ``head``; n = ``last``. Returns (outputs, what ``backward`` needs). mask (L, L) is the causal mask."""
+    """The plain causal pass of ids (B, L), n = ``last``. ``head``: True: logits (B, n, V); False: final
+    hidden states (B, n, d); a vector (d + 1): a scalar head's outputs h . head[:d] + head[d] (B, n) (the
+    critic's values: its head in this pass costs fewer operations than as autograd operations after it).
+    Returns (outputs, what ``backward`` needs). mask (L, L) is the causal mask."""
     L = ids.shape[1]
     x = F.embedding(ids, w["tok.weight"]) + w["pos.weight"][:L]
     blocks = []
@@ -141,20 +180,22 @@ def forward(w, ids, n_heads, n_layers, last, head, mask):
         blocks.append(saved)
     d = x.shape[-1]
     hf, muf, rsf = torch.native_layer_norm(x, (d,), w["ln_f.weight"], w["ln_f.bias"], LN_EPS)
-    out = F.linear(hf, w["head.weight"], w["head.bias"]) if head else hf
-    return out, (ids, blocks, x, hf, muf, rsf, head)
+    return _head_forward(hf, w, head), (ids, blocks, x, hf, muf, rsf, head)
 
 
-def backward(w, g, saved, grad_out):
+def backward(w, g, saved, grad_out, g_head=None):
     """The gradient of the flat weight vector, written into g (named views of it: ``w``'s names) from
-    dL/d(outputs) ``grad_out``. Weights the pass does not use (a head it did not apply) get 0."""
+    dL/d(outputs) ``grad_out``; a scalar head's gradient (d + 1) into ``g_head``. Weights the pass does
+    not use (a head it did not apply) get 0."""
     ids, blocks, x, hf, muf, rsf, head = saved
     B, n, d = hf.shape
-    if head:
-        dhf = _linear_backward(grad_out.reshape(B * n, -1), hf.view(B * n, d), w, g, "head").view(B, n, d)
-    else:
+    if head is not True:
         g["head.weight"].zero_(), g["head.bias"].zero_()
+    if head is False:
         dhf = grad_out
+    else:
+        hw, hg, name = (w, g, "head") if head is True else (_scalar_head(head), _scalar_head(g_head), "scalar")
+        dhf = _linear_backward(grad_out.reshape(B * n, -1), hf.view(B * n, d), hw, hg, name).view(B, n, d)
     dx = _layer_norm_backward(dhf, x, muf, rsf, w, g, "ln_f")
     for i in reversed(range(len(blocks))):
         dx = _block_backward(dx, blocks[i], w, g, f"blocks.{i}.")
@@ -168,21 +209,23 @@ class CausalPass(torch.autograd.Function):
     """The pass as one autograd node: ``CausalPass.apply(weights, model, ids, last, head, done)``.
 
     weights: the model's flat parameter; model: its TinyLM (names and shapes of the views); ids (B, L)
-    long; last: n; head: logits if True, else final hidden states. ``done``: None, or the (outputs,
-    saved) of ``forward`` already run on these very weights and ids (a pass without gradient that the
-    model kept, see ``TinyLM``): then the forward is not run again.
+    long; last: n; head: True, False or a scalar head's vector (see ``forward``; the vector gets its
+    gradient too). ``done``: None, or the (outputs, saved) of ``forward`` already run on these very
+    weights, ids and head (a pass without gradient that the model kept, see ``TinyLM``): then the
+    forward is not run again.
     """
 
     @staticmethod
     def forward(ctx, weights, model, ids, last, head, done):
         out, saved = model.pass_forward(weights, ids, last, head) if done is None else (done[0].clone(), done[1])
         ctx.model, ctx.saved = model, saved
-        ctx.save_for_backward(weights)                  # autograd's check that no step changed them since
+        scalar = isinstance(head, torch.Tensor)
+        ctx.save_for_backward(weights, head if scalar else None)   # autograd's check that no step changed them since
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        weights, = ctx.saved_tensors
-        grad = torch.empty_like(weights)
-        ctx.model.pass_backward(weights, grad, ctx.saved, grad_out)
-        return grad, None, None, None, None, None
+        weights, head = ctx.saved_tensors
+        grad, g_head = torch.empty_like(weights), None if head is None else torch.empty_like(head)
+        ctx.model.pass_backward(weights, grad, ctx.saved, grad_out, g_head)
+        return grad, None, None, None, g_head, None

@@ -5,7 +5,6 @@ import types
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from course_utils.tinylm import answer_tokens, encode_prompts, make_batch, supervised_loss
 
@@ -37,9 +36,7 @@ class ValueModel(nn.Module):
 
     def forward(self, out):
         ids, L, mask = out["ids"], out["prompt_len"], out["mask"]
-        h = self.body.hidden(ids[:, :-1], last=ids.shape[1] - L)      # (B, T, d)
-        head = self.head
-        return F.linear(h, head.weight, head.bias).squeeze(-1) * mask
+        return self.body.scalar_head(ids[:, :-1], self.head_weights, last=ids.shape[1] - L) * mask   # (B, T)
 
 
 # ----------------------------------------------------------------------------- masked statistics
