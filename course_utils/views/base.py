@@ -321,8 +321,12 @@ def show_slider(view, slider, describe):
     limit, 0 of 150 with the PNG in an HTML widget.
 
     Returns the VBox (slider, caption, frame). A student's function that fails at some slider value
-    is reported in the caption; the last good frame stays.
+    is reported in the caption; the last good frame stays. The box's ``redo_still()`` makes the static
+    picture again and puts it in place of the one shown (the output's display id): for a view whose
+    frames gain, after its first draw, what that draw left for later (CriticView's critic).
     """
+    import uuid
+
     import ipywidgets as widgets
     from IPython.display import display
 
@@ -342,20 +346,31 @@ def show_slider(view, slider, describe):
             return
         show(png_or_html, "" if isinstance(png_or_html, str) else view.alt(), view.caption())
 
-    start = slider.value
-    still, at_start = static_frames(view, slider_positions(slider), describe, start=start)
+    start, positions = slider.value, slider_positions(slider)
+    still, at_start = static_frames(view, positions, describe, start=start)
     slider.observe(lambda change: redraw(change["new"]), names="value")
     if at_start is None:                           # a frame failed: the start's own redraw says why
         redraw(start)
     else:                                          # the static picture's frame at the start, made once
         show(*at_start)
     box = widgets.VBox([slider, note, frame])
-    data = box._repr_mimebundle_()                 # the widget, for front-ends that have widgets
-    metadata = {}
-    if still is not None:
-        extra, metadata = still
-        data.update(extra)                         # the picture (or tables) for those that have none
-    display(data, metadata=metadata, raw=True)
+    shown = uuid.uuid4().hex                       # the output's display id
+
+    def output(still, update=False):
+        data = box._repr_mimebundle_()             # the widget, for front-ends that have widgets
+        metadata = {}
+        if still is not None:
+            extra, metadata = still
+            data.update(extra)                     # the picture (or tables) for those that have none
+        display(data, metadata=metadata, raw=True, display_id=shown, update=update)
+
+    def redo_still():
+        again = static_frames(view, positions, describe)
+        if again is not None:                      # a frame failed: the picture shown stays
+            output(again, update=True)
+
+    output(still)
+    box.redo_still = redo_still
     return box
 
 
