@@ -44,6 +44,8 @@ class CriticView(View):
     """Experiment 10: the learned critic and GAE(lambda) against the exact V^pi, Q^pi and A^pi of a
     trained policy (the run ``cfg`` of ``runs``), with a lambda slider. See the module docstring."""
 
+    _first_draw = False         # True while display() makes the slider's first frames: no fit then
+
     def __init__(self, runs, cfg, kl_penalized_rewards, gae_per_token, ppo_rlhf_loss, fit_iters=FIT_ITERS, n_eval=N_EVAL,
                  seed=0):
         self.runs, self.cfg, self.fit_iters, self.n_eval, self.seed = runs, cfg, fit_iters, n_eval, seed
@@ -186,7 +188,7 @@ class CriticView(View):
         except in the slider's first draw (``display``): the slider's first move fits it, and makes the
         static picture again (show_slider's ``redo_still``), complete."""
         self.prepare()
-        if self.critic is None and not getattr(self, "_first_draw", False):
+        if self.critic is None and not self._first_draw:
             self.fit()
             if hasattr(self, "widget"):
                 self.widget.redo_still()                      # its frames call update() again, fitted
