@@ -524,6 +524,35 @@ def test_critic_view_frame_redraws_its_numbers_only(critic_view):
     assert title.axes.title not in critic_view.frame.dynamic and "GAE(λ)" in title.axes.get_title()
 
 
+def test_critic_view_first_draw_leaves_the_fit_to_the_first_move(lab12, monkeypatch):
+    """show() draws the exact values alone, fits no critic and says what comes; the slider's first move
+    fits it (once), draws the four panels and puts a complete static picture in place of the first one."""
+    import course_utils.views.critic as critic_view
+
+    shown, fits = [], []
+    monkeypatch.setattr("IPython.display.display", lambda data, **kwargs: shown.append((data, kwargs)))
+    fit = critic_view.fit_critic
+    monkeypatch.setattr(critic_view, "fit_critic", lambda *args: fits.append(1) or fit(*args))
+    v = views.CriticView(cache_of(lambda cfg: fake_history()), lab12["RLHFConfig"](), lab12["kl_penalized_rewards"],
+                         lab12["gae_per_token"], lab12["ppo_rlhf_loss"], fit_iters=1, n_eval=200)
+    v.show()
+    slider, note, frame = v.widget.children
+    (first, how), = shown
+    assert not fits and v.critic is None
+    assert "fitted when you first move the slider" in note.value and "with the critic" not in note.value
+    assert "come with the slider's first move" in first["text/plain"] and "come with the slider" in frame.value
+    assert "exact V^pi (smallest at lambda = 0)" in first["text/plain"]        # what the first frame draws
+    slider.value = 0.5                                                         # the first move
+    assert len(fits) == 1 and v.critic is not None
+    assert "0.5: RMS error of the returns" in note.value and "with the critic" in note.value
+    (again, how_again), = shown[1:]
+    assert how_again["update"] and how_again["display_id"] == how["display_id"]
+    assert "learned critic's values" in again["text/plain"] and "first move" not in again["text/plain"]
+    assert again["image/png"] != first["image/png"]
+    slider.value = 0.1
+    assert len(fits) == 1 and len(shown) == 2                                  # fitted once, the picture made once more
+
+
 def test_critic_view_waits_for_unfinished_parts(capsys, lab12):
     with needs("Tasks 3, 4 and 5"):
         views.CriticView(RunCache(load_sft()), Cfg(), None, None, None).show()        # no reward model yet

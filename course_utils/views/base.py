@@ -306,6 +306,9 @@ def _in_view_locator(*args, **kwargs):
     return InView(*args, **kwargs)
 
 
+STILL_AFTER_REST_S = 1.0        # show_slider's redo_still: how long the slider rests before the output is re-drawn
+
+
 def show_slider(view, slider, describe):
     """Display ``slider``, a caption and the frame ``view.update(value)`` in an HTML widget: a PNG as an
     ``<img>`` with its alt text ``view.alt()`` (``img_html``), or the view's HTML; next to the widget, a
@@ -321,8 +324,14 @@ def show_slider(view, slider, describe):
     limit, 0 of 150 with the PNG in an HTML widget.
 
     Returns the VBox (slider, caption, frame). A student's function that fails at some slider value
-    is reported in the caption; the last good frame stays.
+    is reported in the caption; the last good frame stays. The box's ``redo_still()`` makes the static
+    picture again and puts it in place of the one shown (the output's display id): for a view whose
+    frames gain, after its first draw, what that draw left for later (CriticView's critic). In a kernel
+    it does so once the slider has rested for STILL_AFTER_REST_S (the output re-drawn ends a drag).
     """
+    import asyncio
+    import uuid
+
     import ipywidgets as widgets
     from IPython.display import display
 
@@ -342,20 +351,44 @@ def show_slider(view, slider, describe):
             return
         show(png_or_html, "" if isinstance(png_or_html, str) else view.alt(), view.caption())
 
-    start = slider.value
-    still, at_start = static_frames(view, slider_positions(slider), describe, start=start)
+    start, positions = slider.value, slider_positions(slider)
+    still, at_start = static_frames(view, positions, describe, start=start)
     slider.observe(lambda change: redraw(change["new"]), names="value")
     if at_start is None:                           # a frame failed: the start's own redraw says why
         redraw(start)
     else:                                          # the static picture's frame at the start, made once
         show(*at_start)
     box = widgets.VBox([slider, note, frame])
-    data = box._repr_mimebundle_()                 # the widget, for front-ends that have widgets
-    metadata = {}
-    if still is not None:
-        extra, metadata = still
-        data.update(extra)                         # the picture (or tables) for those that have none
-    display(data, metadata=metadata, raw=True)
+    shown = uuid.uuid4().hex                       # the output's display id
+
+    def output(still, update=False):
+        data = box._repr_mimebundle_()             # the widget, for front-ends that have widgets
+        metadata = {}
+        if still is not None:
+            extra, metadata = still
+            data.update(extra)                     # the picture (or tables) for those that have none
+        display(data, metadata=metadata, raw=True, display_id=shown, update=update)
+
+    resting = []                                   # a redo of the static picture, waiting for the slider to rest
+
+    def redo():
+        resting.clear()
+        again = static_frames(view, positions, describe)
+        if again is not None:                      # a frame failed: the picture shown stays
+            output(again, update=True)
+
+    def redo_still():
+        try:
+            loop = asyncio.get_running_loop()      # a kernel's: the widget's moves come through it
+        except RuntimeError:                       # none (a script, a test): at once
+            return redo()
+        for waiting in resting:                    # putting the output in place re-draws the widget, which
+            waiting.cancel()                       # would end a drag: only once the slider has rested
+        resting[:] = [loop.call_later(STILL_AFTER_REST_S, redo)]
+
+    slider.observe(lambda change: resting and redo_still(), names="value")     # still moving: wait on
+    output(still)
+    box.redo_still = redo_still
     return box
 
 
