@@ -14,8 +14,10 @@ and, at the optimum pi* of the same beta, V^pi* with the soft values of course_u
 The critic is fitted when something first needs it (``fit()``, ~0.2 s of the lab's functions): the
 curves (``view.curves``), a frame made outside the slider (``update``), or the slider's first move. The
 slider's first draw does without it: its first frame and static picture show the exact values (the
-optimum's cross-check and GAE's error with V^pi) and say that the critic comes with the first move;
-that move fits it, draws the four panels and makes the static picture again, complete.
+optimum's check and GAE's error with V^pi) and say that the critic comes. In a kernel it comes by
+itself, once the cell that showed the view has run (at_request_end): fitted, the widget's frame and the
+static picture made again, complete, for a front-end without widgets and a notebook run by nbclient
+too. Elsewhere (a script, a test) the slider's first move fits it.
 
     view = CriticView(runs, RLHFConfig(), kl_penalized_rewards, gae_per_token, ppo_rlhf_loss).prepare()
     view.update(0.5)        # PNG bytes: the four panels at lambda = 0.5 (the critic fitted first)
@@ -32,7 +34,8 @@ from course_utils.response_tree import ALL_PROMPTS, ResponseTree
 from course_utils.reward_model import digit_counts
 from course_utils.tinylm import MAX_NEW, sample
 from course_utils.tree_optimum import soft_values
-from course_utils.views.base import MARKERS, FastFigure, PngFigure, View, few_ticks, palette, series, show_slider
+from course_utils.views.base import (MARKERS, FastFigure, PngFigure, View, at_request_end, few_ticks, kernel_loop, palette,
+                                     series, show_slider)
 from course_utils.views.optimum import reference_logprobs_on
 
 LAMBDAS = tuple(round(0.05 * i, 2) for i in range(21))        # the slider: 0, 0.05, ..., 1
@@ -45,6 +48,7 @@ class CriticView(View):
     trained policy (the run ``cfg`` of ``runs``), with a lambda slider. See the module docstring."""
 
     _first_draw = False         # True while display() makes the slider's first frames: no fit then
+    _fits_itself = False        # True from a display() in a kernel: the critic comes when the cell has run
 
     def __init__(self, runs, cfg, kl_penalized_rewards, gae_per_token, ppo_rlhf_loss, fit_iters=FIT_ITERS, n_eval=N_EVAL,
                  seed=0):
@@ -141,8 +145,8 @@ class CriticView(View):
             a1.set_ylabel("critic V(x, y<t)")
             a1.legend(fontsize=8, markerscale=2)
         else:
-            _to_come(fig, a1, "learned critic against exact V^π", f"fitted when the slider first moves\n"
-                     f"({self.fit_iters} batches of your Tasks 3 to 5)")
+            when = "fitting the critic..." if self._fits_itself else "fitted when the slider first moves"
+            _to_come(fig, a1, "learned critic against exact V^π", f"{when}\n({self.fit_iters} batches of your Tasks 3 to 5)")
 
         soft, exact = (v.numpy() for v in self.optimum_check)
         a2.scatter(soft, exact, s=8, alpha=0.5, color=palette()[0])
@@ -162,7 +166,8 @@ class CriticView(View):
         a3.set_title("RMS error of GAE's returns against Q^π\n(over the same tokens)", fontsize=10, y=1.0)
         a3.set_ylim(0, None)
         a3.legend(fontsize=8, loc="upper right" if fitted else "upper left", title_fontsize=8,
-                  title=None if fitted else "the learned critic: on the first move")
+                  title=None if fitted else "the learned critic: in a moment" if self._fits_itself
+                  else "the learned critic: on the first move")
         self.marker = a3.axvline(self.cfg.lam, color="black", lw=1)
         dynamic = [self.marker]
 
@@ -177,7 +182,8 @@ class CriticView(View):
                                          fontsize=10)       # its second line, the numbers: a frame draws only these glyphs
             dynamic += [self.points, self.scatter_title]
         else:
-            _to_come(fig, a4, "GAE(λ) advantages against exact A^π", "with the critic,\non the slider's first move")
+            _to_come(fig, a4, "GAE(λ) advantages against exact A^π",
+                     "with the critic: in a moment" if self._fits_itself else "with the critic,\non the slider's first move")
         for ax in fig.axes:
             few_ticks(ax.xaxis)
             few_ticks(ax.yaxis)
@@ -185,8 +191,8 @@ class CriticView(View):
 
     def update(self, lam):
         """The four panels with GAE at ``lam`` marked and scattered: PNG bytes. The critic is fitted first,
-        except in the slider's first draw (``display``): the slider's first move fits it, and makes the
-        static picture again (show_slider's ``redo_still``), complete."""
+        except in the slider's first draw (``display``): the completion in a kernel (``_complete``) or the
+        slider's first move fits it, and makes the static picture again (show_slider's ``redo_still``), complete."""
         self.prepare()
         if self.critic is None and not self._first_draw:
             self.fit()
@@ -198,8 +204,8 @@ class CriticView(View):
         self.lam = lam
         exact = f"{self._rms(lam, 'exact'):.4f} with the exact V^pi"
         if self.critic is None:
-            self._caption = (f"lambda = {lam:g}: RMS error of the returns {exact}; the learned critic is fitted "
-                             f"when you first move the slider")
+            self._caption = (f"lambda = {lam:g}: RMS error of the returns {exact}; the learned critic is "
+                             + ("being fitted (a moment)" if self._fits_itself else "fitted when you first move the slider"))
             return self.frame.png()
         m = self.mask.bool()
         adv, _ = self.gae(self.critic_values, lam)
@@ -220,8 +226,9 @@ class CriticView(View):
     def alt(self):
         best = lambda which: LAMBDAS[int(np.argmin(self._curves[which]))]
         if self.critic is None:
+            when = "in a moment, once it is fitted" if self._fits_itself else "with the slider's first move, which fits it"
             return (f"Four panels at GAE lambda = {self.lam:g}; the first and the last, the learned critic's, come "
-                    f"with the slider's first move, which fits it ({self.fit_iters} batches of your Tasks 3 to 5). "
+                    f"{when} ({self.fit_iters} batches of your Tasks 3 to 5). "
                     f"At the optimum, V^pi* against the soft values, on the diagonal; the RMS error of GAE's returns "
                     f"against Q^pi for lambda from 0 to 1 with the exact V^pi (smallest at lambda = {best('exact'):g}). "
                     f"{self._caption}.")
@@ -234,18 +241,27 @@ class CriticView(View):
 
     def display(self):
         """The lambda slider (0 to 1, starting at cfg.lam) and the panels: first the exact values', the
-        critic's with the first move (module docstring)."""
+        critic's once the cell has run (in a kernel) or with the first move (module docstring)."""
         import ipywidgets as widgets
 
         start = min(LAMBDAS, key=lambda x: abs(x - self.cfg.lam))
         slider = widgets.SelectionSlider(options=[(f"{x:g}", x) for x in LAMBDAS], value=start,
                                          description="GAE lambda", continuous_update=True,
                                          style={"description_width": "initial"}, layout=widgets.Layout(width="420px"))
-        self._first_draw = True
+        self._first_draw, self._fits_itself = True, kernel_loop() is not None
         try:
             self.widget = show_slider(self, slider, "lambda")
         finally:
             self._first_draw = False
+        if self._fits_itself:
+            at_request_end(self._complete)
+
+    def _complete(self):
+        """In a kernel, once the cell has run: fit the critic (unless a move did) and make the widget's frame and
+        the static picture again, complete; a failing function of the student's is reported in the caption."""
+        if self.critic is None:
+            with torch.random.fork_rng():       # fit_critic seeds torch's global generator: later cells must not see it
+                self.widget.complete()
 
 
 def _to_come(fig, cell, title, note):
