@@ -104,6 +104,12 @@ TABLE = Lab("lab12", tasks=(
         M("ppo_no_half", (("value_loss = 0.5 * masked_mean", "value_loss = masked_mean"),), "the factor 1/2 is missing", parts=VALUE),
         M("ppo_detached_ratio", (("ratio = torch.exp(logp - old_logp)", "ratio = torch.exp(logp - old_logp).detach()"),),
           "no gradient reaches logp", parts=POLICY),
+        # the clipped term's value with the unclipped ratio's gradient (straight through): every value is right,
+        # and tokens past the clip still get a gradient
+        M("ppo_clip_passes_gradient", (("torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * advantages",
+                                        "(ratio + (torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) - ratio).detach()) "
+                                        "* advantages"),),
+          "against the slope of your own policy loss", parts=POLICY),
         M("ppo_inverted_ratio", (("torch.exp(logp - old_logp)", "torch.exp(old_logp - logp)"),), "the ratio is inverted", parts=POLICY),
         M("ppo_no_vf_coef", (("loss = policy_loss + vf_coef * value_loss", "loss = policy_loss + value_loss"),),
           "vf_coef is missing", parts=VALUE),
