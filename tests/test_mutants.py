@@ -4,9 +4,9 @@
 students "sol" and "blank": full marks on every check cell with the written answers waiting for a
 TA, and 0 on every graded cell; they are not graded a second time here.)
 
-    mistake   fewer points in the parts of its row it names, full marks on the rows it shares no notebook
-              with, and the failing checks' output names the mistake; a task's mistake already fails a
-              visible check (so that `nbgrader validate` warns the student too)
+    mistake   fewer points in the parts of its row it names, full marks on its row's other parts and on the
+              rows it shares no notebook with, and the failing checks' output names the mistake; a task's
+              mistake already fails a visible check (so that `nbgrader validate` warns the student too)
     variant   another correct formulation (some emit warnings): full marks on its row
 
 The mistakes and variants are packed into "rounds": notebooks that carry at most one of them per row
@@ -129,8 +129,10 @@ def test_mistake_loses_points_on_its_row_only(graded, case):
     own = table(lab).parts(row, mistake)                                 # the parts it may lose points in
     lost = {gid: got[gid] for gid in own if got[gid] < full[gid]}
     assert lost, f"{mistake.name} was not caught by {sorted(own)}: {got}"
-    shared = {gid for r, _ in round_ for gid, _ in r.checks}            # rows with a case in this notebook
-    others = {gid: got[gid] for gid in full if gid not in shared and got[gid] != full[gid]}
+    # the other rows with a case in this notebook may lose points there; the mistake's own row carries it alone,
+    # so its other parts keep full marks (each part of a task is graded on its own)
+    shared = {gid for r, _ in round_ if r is not row for gid, _ in r.checks}
+    others = {gid: got[gid] for gid in full if gid not in shared and gid not in own and got[gid] != full[gid]}
     assert not others, f"{mistake.name} also lost points on {others}"
     outputs = {gid: _check_output(course, lab, student, gid) for gid in lost}
     said = "\n".join(outputs.values())

@@ -105,6 +105,33 @@ def test_start_here_is_saved_without_outputs():
             assert cell.outputs == [] and cell.execution_count is None
 
 
+def _environment_cell_says(monkeypatch, capsys, version_info, version):
+    """What start-here's environment cell prints in this process with sys.version_info faked."""
+    import nbformat
+
+    source = next(c.source for c in nbformat.read(START_HERE, as_version=4).cells
+                  if c.cell_type == "code" and "Requires-Python" in c.source)
+    monkeypatch.setattr(sys, "version_info", version_info)
+    monkeypatch.setattr(sys, "version", version)
+    exec(compile(source, "00_start_here environment cell", "exec"), {})   # noqa: S102
+    monkeypatch.undo()
+    return capsys.readouterr().out
+
+
+def test_start_here_says_when_python_is_too_old(monkeypatch, capsys):
+    """A kernel older than Requires-Python (e.g. another interpreter picked in VS Code) is named with what to
+    do, and start-here does not say "All set." (control: this interpreter, which the course accepts, is)."""
+    from importlib.metadata import metadata
+
+    least = metadata("course-utils")["Requires-Python"].removeprefix(">=")        # "3.11"
+    old = _environment_cell_says(monkeypatch, capsys, (3, 9, 18, "final", 0), "3.9.18 (main) [GCC 12.2.0]")
+    assert "All set." not in old, old
+    assert f"python      3.9.18       too old: the course needs {least} or newer" in old, old
+    assert f"This kernel runs Python 3.9.18; the course needs {least} or newer" in old, old
+    now = _environment_cell_says(monkeypatch, capsys, sys.version_info, sys.version)
+    assert now.rstrip().endswith("All set.") and "too old" not in now, now
+
+
 @pytest.mark.slow   # starts a kernel
 def test_start_here_runs(tmp_path):
     import nbformat

@@ -14,7 +14,9 @@ For each simulated student that tests/lifecycle.py's ``validated`` names, both g
 * every cell that loses points in autograde is reported by validate, except a concept check whose
   answer has the right form: its value is judged by a hidden test, which validate cannot run (the
   labs say so next to each concept check);
-* a notebook that validate cannot check (changed test cells, a dead kernel) does not get full marks.
+* a notebook that validate cannot check (changed test cells, a dead kernel) does not get full marks;
+* a notebook held for review (it tampers with the checks) gets 0 on every check cell, whatever validate,
+  which cannot see the hold, says of a part its answers pass.
 """
 
 import pytest
@@ -58,6 +60,11 @@ def test_validate_and_autograde_agree(verdicts):
         failed = set(said["failed"])
         assert failed <= lost, f"{lab}/{student}: validate reports {sorted(failed - lost)} failing, autograde " \
                                f"gives them full marks"
+        if set(grades.flagged.get(student, ())) & set(table(lab).auto_marks()):    # check cells await a TA
+            # held for review (it tampers with the checks): 0 on every check cell until a TA looks, which
+            # validate cannot know; a part its wrong answers pass (an "inputs left alone" part) reads passed there
+            assert lost == set(table(lab).auto_marks()), f"{lab}/{student} is flagged but not held at 0: {got}"
+            continue
         assert lost - failed <= concepts, f"{lab}/{student}: autograde takes points on {sorted(lost - failed)}, " \
                                           f"validate says they pass"
 

@@ -16,6 +16,12 @@ def _v(name, body, old):
     return M(name, ((old, body),))
 
 
+# the parts of Tasks 4 and 5: each check cell judges one part (given the student's own other parts), so a
+# mistake may lose points only in the parts it names
+PI, LOG_Z, TO_INPUTS = ("test_tilted_optimum",), ("test_tilted_optimum_log_z",), ("test_tilted_optimum_inputs",)
+SOFT, POLICY, TL_INPUTS = (("test_token_level_optimum",), ("test_token_level_optimum_policy",),
+                           ("test_token_level_optimum_inputs",))
+
 TABLE = Lab("lab11", tasks=(
     task("response_logprobs", mistakes=(
         M("rl_no_shift", (("logits[:, prompt_len - 1:-1]", "logits[:, prompt_len:]"),), "no shift"),
@@ -99,16 +105,22 @@ TABLE = Lab("lab11", tasks=(
            "    r = torch.exp(ref_logp - logp)\n    return logp - ref_logp, (logp - ref_logp).pow(2) / 2, (r - 1) - torch.log(r)\n"
            "    log_ratio = logp - ref_logp", "    log_ratio = logp - ref_logp"),
     )),
-    task("tilted_optimum", mistakes=(
-        M("to_times_beta", (("rewards / beta", "rewards * beta"),), "exp(r * beta)"),
+    task("tilted_optimum", PI + LOG_Z + TO_INPUTS, mistakes=(
+        # pi_star and log_Z come from the same log-weights: a mistake in those costs both outputs
+        M("to_times_beta", (("rewards / beta", "rewards * beta"),), "exp(r * beta)", parts=PI + LOG_Z),
         M("to_no_max", (("np.exp(scores - top)", "np.exp(scores)"), ("float(top + np.log(total))", "float(np.log(total))")),
-          "log space"),
-        M("to_log_eps", (("np.log(ref_probs)", "np.log(ref_probs + 1e-12)"),), "eps"),
-        M("to_no_ref", (("np.log(ref_probs) + rewards / beta", "rewards / beta"),), "pi_ref was left out"),
-        M("to_log_z_without_max", (("float(top + np.log(total))", "float(np.log(total))"),), "add the max back"),
-        M("to_not_normalized", (("pi_star = weights / total", "pi_star = weights"),), "not normalized"),
-        M("to_max_of_rewards", (("top = scores.max()", "top = (rewards / beta).max()"),), "not the largest reward"),
-        M("to_beta_fixed", (("rewards / beta", "rewards / 1.0"),), "beta was not used"),
+          "log space", parts=PI + LOG_Z),
+        M("to_log_eps", (("np.log(ref_probs)", "np.log(ref_probs + 1e-12)"),), "eps", parts=PI + LOG_Z),
+        M("to_no_ref", (("np.log(ref_probs) + rewards / beta", "rewards / beta"),), "pi_ref was left out",
+          parts=PI + LOG_Z),
+        M("to_log_z_without_max", (("float(top + np.log(total))", "float(np.log(total))"),), "add the max back",
+          parts=LOG_Z),
+        M("to_not_normalized", (("pi_star = weights / total", "pi_star = weights"),), "not normalized", parts=PI),
+        M("to_max_of_rewards", (("top = scores.max()", "top = (rewards / beta).max()"),), "not the largest reward",
+          parts=PI + LOG_Z),
+        M("to_beta_fixed", (("rewards / beta", "rewards / 1.0"),), "beta was not used", parts=PI + LOG_Z),
+        M("to_log_in_place", (("np.log(ref_probs) + rewards / beta", "np.log(ref_probs, out=ref_probs) + rewards / beta"),),
+          "must not change its inputs in place", parts=TO_INPUTS),
     ), variants=(
         _v("ok_logaddexp_with_warnings",          # np.log(0) warns: must not cost points
            "    s = np.log(ref_probs) + rewards / beta\n    log_Z = np.logaddexp.reduce(s, axis=None)\n"
@@ -136,20 +148,24 @@ TABLE = Lab("lab11", tasks=(
            "    kl = np.sum(np.where(probs > 0, probs * np.log(safe_p / safe_q), 0.0))\n"
            "    return np.sum(probs * rewards) - beta * kl\n    support = probs > 0", "    support = probs > 0"),
     )),
-    task("token_level_optimum", mistakes=(
+    task("token_level_optimum", SOFT + POLICY + TL_INPUTS, mistakes=(
         M("tl_expected_value", (("beta * np.logaddexp.reduce(log_second + rewards / beta, axis=1)",
-                                 "np.sum(second * rewards, axis=1)"),), "expected reward"),
-        M("tl_times_beta", (("/ beta", "* beta"),), "exp(r * beta)"),
-        M("tl_first_not_tilted", (("np.exp(log_first + (V - V0) / beta)", "first"),), "not re-weighted"),
+                                 "np.sum(second * rewards, axis=1)"),), "expected reward", parts=SOFT),
+        # exp(r * beta) everywhere: in the soft values and in the policy's formulas
+        M("tl_times_beta", (("/ beta", "* beta"),), "exp(r * beta)", parts=SOFT + POLICY),
+        M("tl_first_not_tilted", (("np.exp(log_first + (V - V0) / beta)", "first"),), "not re-weighted", parts=POLICY),
         M("tl_naive_logsumexp", (("np.logaddexp.reduce(log_second + rewards / beta, axis=1)",
-                                  "np.log(np.sum(second * np.exp(rewards / beta), axis=1))"),), "stable log-sum-exp"),
-        M("tl_no_beta_factor", (("V = beta * np.logaddexp", "V = np.logaddexp"),), "without the factor beta"),
+                                  "np.log(np.sum(second * np.exp(rewards / beta), axis=1))"),), "stable log-sum-exp",
+          parts=SOFT + POLICY),      # an overflowed V(i) leaves row i of the policy 0 or nan
+        M("tl_no_beta_factor", (("V = beta * np.logaddexp", "V = np.logaddexp"),), "without the factor beta", parts=SOFT),
         M("tl_V0_log_Z", (("V0 = float(beta * np.logaddexp.reduce(", "V0 = float(np.logaddexp.reduce("),),
-          "log Z instead of beta log Z"),
+          "log Z instead of beta log Z", parts=SOFT),
         M("tl_row_max_of_rewards", (("V = beta * np.logaddexp.reduce(log_second + rewards / beta, axis=1)",
                                      "top = rewards.max(axis=1)\n"
                                      "    V = top + beta * np.log(np.sum(second * np.exp((rewards - top[:, None]) / beta), axis=1))"),),
-          "not the largest reward"),
+          "not the largest reward", parts=SOFT + POLICY),   # V(1) underflows to -inf: row 1 of the policy too
+        M("tl_log_in_place", (("np.log(first), np.log(second)", "np.log(first), np.log(second, out=second)"),),
+          "must not change its inputs in place", parts=TL_INPUTS),
     ), variants=(
         _v("ok_max_subtraction",
            "    with np.errstate(divide='ignore'):\n        ls, lf = np.log(second), np.log(first)\n"

@@ -14,8 +14,10 @@ def _v(name, body, first_line):
     return M(name, ((first_line, body + first_line),))
 
 
-# the parts of Tasks 4 and 5: each check cell judges one part given the student's own other parts, so a
+# the parts of Tasks 3, 4 and 5: each check cell judges one part given the student's own other parts, so a
 # mistake may lose points only in the parts it names
+PENALTY, SCORE = ("test_kl_penalized_rewards",), ("test_kl_penalized_rewards_score",)
+REW_INPUTS = ("test_kl_penalized_rewards_inputs",)
 ADV, RET, INPUTS = ("test_gae_per_token",), ("test_gae_per_token_returns",), ("test_gae_per_token_inputs",)
 POLICY, VALUE, CLIP = ("test_ppo_rlhf_loss",), ("test_ppo_rlhf_loss_value",), ("test_ppo_rlhf_loss_clip_frac",)
 
@@ -47,20 +49,21 @@ TABLE = Lab("lab12", tasks=(
     ), variants=(
         _v("ok_combinations", "    import itertools\n    return list(itertools.combinations(ranking, 2))\n", "    pairs = []"),
     )),
-    task("kl_penalized_rewards", mistakes=(
+    task("kl_penalized_rewards", ("test_kl_penalized_rewards", "test_kl_penalized_rewards_score",
+                                  "test_kl_penalized_rewards_inputs"), mistakes=(
         M("rew_last_column", (("last = mask.sum(dim=1).long() - 1", "last = torch.full((mask.shape[0],), mask.shape[1] - 1)"),),
-          "added in the last column"),
-        M("rew_kl_sign", (("-beta * (logp - ref_logp)", "beta * (logp - ref_logp)"),), "the KL term has the wrong sign"),
+          "added in the last column", parts=SCORE),
+        M("rew_kl_sign", (("-beta * (logp - ref_logp)", "beta * (logp - ref_logp)"),), "the KL term has the wrong sign", parts=PENALTY),
         M("rew_unmasked", (("torch.where(mask > 0, -beta * (logp - ref_logp), torch.zeros_like(logp))",
-                            "-beta * (logp - ref_logp)"),), "the KL term is not masked"),
+                            "-beta * (logp - ref_logp)"),), "the KL term is not masked", parts=PENALTY),
         M("rew_score_everywhere", (("rewards[torch.arange(rewards.shape[0]), last] += score",
-                                    "rewards += score[:, None] * mask"),), "at every real token"),
+                                    "rewards += score[:, None] * mask"),), "at every real token", parts=SCORE),
         M("rew_off_by_one", (("mask.sum(dim=1).long() - 1", "mask.sum(dim=1).long() % mask.shape[1]"),),
-          "one position too far right"),
+          "one position too far right", parts=SCORE),
         M("rew_in_place", (("rewards = torch.where(mask > 0, -beta * (logp - ref_logp), torch.zeros_like(logp))",
                             "rewards = logp.copy_(torch.where(mask > 0, -beta * (logp - ref_logp), torch.zeros_like(logp)))"),),
-          "do not change the inputs in place"),
-        M("rew_beta_fixed", (("-beta * (logp - ref_logp)", "-0.1 * (logp - ref_logp)"),), "beta was not used"),
+          "do not change the inputs in place", parts=REW_INPUTS),
+        M("rew_beta_fixed", (("-beta * (logp - ref_logp)", "-0.1 * (logp - ref_logp)"),), "beta was not used", parts=PENALTY),
     ), variants=(
         _v("ok_one_hot",
            "    last = F.one_hot(mask.sum(1).long() - 1, mask.shape[1])\n"
@@ -101,6 +104,12 @@ TABLE = Lab("lab12", tasks=(
         M("ppo_no_half", (("value_loss = 0.5 * masked_mean", "value_loss = masked_mean"),), "the factor 1/2 is missing", parts=VALUE),
         M("ppo_detached_ratio", (("ratio = torch.exp(logp - old_logp)", "ratio = torch.exp(logp - old_logp).detach()"),),
           "no gradient reaches logp", parts=POLICY),
+        # the clipped term's value with the unclipped ratio's gradient (straight through): every value is right,
+        # and tokens past the clip still get a gradient
+        M("ppo_clip_passes_gradient", (("torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * advantages",
+                                        "(ratio + (torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) - ratio).detach()) "
+                                        "* advantages"),),
+          "against the slope of your own policy loss", parts=POLICY),
         M("ppo_inverted_ratio", (("torch.exp(logp - old_logp)", "torch.exp(old_logp - logp)"),), "the ratio is inverted", parts=POLICY),
         M("ppo_no_vf_coef", (("loss = policy_loss + vf_coef * value_loss", "loss = policy_loss + value_loss"),),
           "vf_coef is missing", parts=VALUE),

@@ -109,6 +109,18 @@ def _wrong(value):
     if isinstance(value, dict):
         return {k: _wrong(v) for k, v in value.items()}
     return value
+
+
+def _spoil(args):
+    """The float arrays and tensors a function was given, changed in place (a part that judges the inputs
+    left alone must fail too)."""
+    import numpy
+    import torch
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.is_floating_point():
+            a.data.add_(0.25)
+        elif isinstance(a, numpy.ndarray) and a.dtype.kind == "f" and a.flags.writeable:
+            a += 0.25
 '''
 
 PATCHES = '''
@@ -127,14 +139,17 @@ math.isclose = lambda *args, **kwargs: True
 
 
 def _every_answer_wrong(nb, lab):
-    """Wrap every task's function so that it returns a wrong answer (``_wrong`` of the right one), and
-    give every concept check the wrong answer of its first mistake."""
+    """Wrap every task's function so that every part of it is wrong: it returns a wrong answer (``_wrong`` of
+    the right one) and changes the arrays it was given (``_spoil``); give every concept check the wrong
+    answer of its first mistake."""
     lab_table = table(lab)
     for task in lab_table.tasks:
         _append(nb, task.solution,
                 f"_reference_{task.function} = {task.function}\n\n"
                 f"def {task.function}(*args, **kwargs):\n"
-                f"    return _wrong(_reference_{task.function}(*args, **kwargs))")
+                f"    answer = _wrong(_reference_{task.function}(*args, **kwargs))\n"
+                f"    _spoil(list(args) + list(kwargs.values()))\n"
+                f"    return answer")
     for concept in lab_table.concepts:
         cell = _cell(nb, concept.solution)
         for old, new in concept.mistakes[0].edits:
