@@ -57,6 +57,9 @@ LOG_Z = {"atol": FLOAT64_ATOL, "rtol": LOG_Z_RTOL}
 # float32 weights after a few Adam steps, computed twice in two orders (a student's loop and its replay): Adam
 # divides by sqrt(v), so last-bit differences of a gradient grow about 10x over the float32 defaults
 TRAINED = {"atol": 10 * FLOAT32_ATOL, "rtol": 10 * FLOAT32_RTOL}
+# a float32 gradient against central differences (step 1e-3, in float64) of the student's own loss: the
+# differences' error (of order step^2) and float32's rounding both sit far inside
+SLOPE = {"atol": 1e-4, "rtol": 1e-3}
 
 
 class AnswerError(AssertionError):
