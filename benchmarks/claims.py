@@ -102,7 +102,7 @@ CLAIMS = (
     # ------------------------------------------------------------------ Lab 12
     C("lab12", "It was trained by supervised fine-tuning (SFT) on sloppy demonstrations, so it is often right, sometimes "
       "wrong, and sometimes answers nothing at all.", T + "test_sft_is_right_about_three_times_in_four"),
-    C("lab12", "Each run (120 iterations of 64 prompts) takes about 3 s of CPU on the course's test machine, about 7 s "
+    C("lab12", "Each run (120 iterations of 64 prompts) takes about 2.3 s of CPU on the course's test machine, about 5 s "
       "on an older laptop", MEASURED + "bench.ppo_run", MEASURED + "bench.ppo_run.slow"),
     C("lab12", "Reason: `DigitRM` is linear in the digit counts with every weight positive", "lab12.reward_model.sign"),
     C("lab12", "Once blanks are gone, the only way left to raise the RM score is to add digits, which the labeler does "
