@@ -232,6 +232,8 @@ def bench_ppo(report, repeats, ctx):
                note=f"(wall {statistics.median(m['ppo_wall']):.2f} s; gold {sum(hist['gold'][-10:]) / 10:+.2f} at the end)")
     report.add("PPO floor: the same passes only, CPU", m["floor"],
                note=f"(wall {statistics.median(m['floor_wall']):.2f} s; benchmarks/ppo_floor.py)")
+    report.add("PPO floor on 1 prompt (its fixed cost), CPU", m["fixed"],
+               note="(what its operations cost whatever their size)")
     r = ppo_floor.multiple(m)
     print(f"  {'one PPO run / its floor':<44} {r:>8.2f} x", flush=True)
     report.rows.append({"what": "one PPO run / its floor", "median": r, "runs": [r], "unit": "x", "budget": None,

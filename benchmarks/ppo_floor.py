@@ -22,6 +22,8 @@ The floor makes exactly these passes, on token ids drawn once beforehand, with a
 outputs as the loss: no token is drawn, no mask, reward, advantage or loss is computed, no optimizer
 steps, nothing is logged. ``one PPO run / floor`` is what the loop costs beyond the model's own
 arithmetic (both on the model as course_utils computes it, so a faster forward pass speeds both).
+The floor's **fixed cost** is the same passes on one prompt instead of 64: what its operations cost
+whatever their size (dispatch, allocation, autograd), the part that less arithmetic cannot remove.
 Judged on this process's CPU seconds (one thread), as bench.py's figures are.
 """
 
@@ -70,9 +72,10 @@ def floor_run(sft, iters=120, batch=64, epochs=4, seed=0):
 
 
 def measure(repeats=3, lab=None, sft=None, rm=None, rm_offset=None):
-    """{"ppo": [CPU s], "ppo_wall": [...], "floor": [CPU s], "floor_wall": [...], "hist": the last run's
-    history}: one PPO run of the notebook's RLHFConfig() and its floor, interleaved ``repeats`` times
-    (so that a slow stretch of a shared machine slows both)."""
+    """{"ppo": [CPU s], "ppo_wall": [...], "floor": [CPU s], "floor_wall": [...], "fixed": [CPU s], "hist":
+    the last run's history}: one PPO run of the notebook's RLHFConfig(), its floor and the floor's fixed
+    cost (its passes on one prompt), interleaved ``repeats`` times (so that a slow stretch of a shared
+    machine slows all three)."""
     from course_staff.solutions import load_lab
 
     if lab is None:
@@ -86,7 +89,7 @@ def measure(repeats=3, lab=None, sft=None, rm=None, rm_offset=None):
         rm_offset = sft_offset(rm, sft, n=N_OFFSET, seed=NOTEBOOK.offset)
     cfg = lab["RLHFConfig"]()
     iters, batch, epochs = passes(cfg)
-    out = {"ppo": [], "ppo_wall": [], "floor": [], "floor_wall": [], "hist": None}
+    out = {"ppo": [], "ppo_wall": [], "floor": [], "floor_wall": [], "fixed": [], "hist": None}
     for _ in range(repeats):
         c0, t0 = time.process_time(), time.perf_counter()
         _, out["hist"] = lab["train_rlhf"](sft, rm, rm_offset, cfg)
@@ -96,6 +99,9 @@ def measure(repeats=3, lab=None, sft=None, rm=None, rm_offset=None):
         floor_run(sft, iters, batch, epochs)
         out["floor"].append(time.process_time() - c0)
         out["floor_wall"].append(time.perf_counter() - t0)
+        c0 = time.process_time()
+        floor_run(sft, iters, 1, epochs)
+        out["fixed"].append(time.process_time() - c0)
     out["cfg"] = cfg
     return out
 
@@ -118,6 +124,8 @@ def main(argv=None):
           f"and {os.getloadavg()[0]:.1f} at the end (a load above the core count slows both figures)")
     print(f"one PPO run ({cfg.iters} x {cfg.batch}), CPU: {statistics.median(m['ppo']):.2f} s [{fmt(m['ppo'])}]")
     print(f"its floor (the same passes only), CPU: {statistics.median(m['floor']):.2f} s [{fmt(m['floor'])}]")
+    print(f"its fixed cost (the same passes on 1 prompt), CPU: {statistics.median(m['fixed']):.2f} s "
+          f"[{fmt(m['fixed'])}]")
     print(f"one PPO run = {multiple(m):.2f} x floor")
     return 0
 
