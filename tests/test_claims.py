@@ -360,3 +360,148 @@ def test_an_sft_answer_scores_about_0(sft):
     with torch.no_grad():
         scores = w.rm(digit_counts(sample(sft, prompts, generator=torch.Generator().manual_seed(99)))) - w.rm_offset
     assert abs(scores.mean().item()) < 0.1 * scores.std().item(), (scores.mean().item(), scores.std().item())
+
+
+# ----------------------------------------------------------------------------- a KL term in a loss, on the toy
+class _ToyTable:
+    """Lab 11's two-token toy (prompt 7+5=) as a table policy: the SFT model's logits at temperature T as free
+    parameters, theta1 (V,) of the first token and theta2 (V, V) of the second after each first token (BOS and
+    PAD -inf; after EOS the response has ended: no second token). pi_ref: the SFT model at T = 1. Every sum
+    below runs over every allowed response: exact, nothing sampled."""
+
+    def __init__(self, sft, temperature, ref_second_temperature=1.0):
+        z = two_token_logits(sft, "7+5=")
+        self.theta1 = torch.tensor(z.first / temperature, requires_grad=True)
+        self.theta2 = torch.tensor(z.second / temperature, requires_grad=True)
+        self.ref1 = torch.log_softmax(torch.tensor(z.first), 0)
+        self.ref2 = torch.log_softmax(torch.tensor(z.second) / ref_second_temperature, 1)
+        self.m1 = torch.isfinite(self.ref1)                                     # allowed first tokens
+        self.m2 = self.m1[:, None] & (torch.arange(len(self.m1)) != EOS)[:, None] & torch.isfinite(self.ref2)
+
+    def logp(self):
+        """(log pi(y1) (V,), log pi(y2 | y1) (V, V)) as functions of theta."""
+        return torch.log_softmax(self.theta1, 0), torch.log_softmax(self.theta2, 1)
+
+    def tokens(self, f):
+        """[(weight (k,), f(log pi (k,), log pi_ref (k,)))] for the tokens of the first and of the second state:
+        the weight is each token's probability of being sampled at its place in a response (pi, no gradient)."""
+        lp1, lp2 = self.logp()
+        d1, d2 = lp1.exp().detach(), (lp1[:, None] + lp2).exp().detach()
+        return [(d1[self.m1], f(lp1[self.m1], self.ref1[self.m1])), (d2[self.m2], f(lp2[self.m2], self.ref2[self.m2]))]
+
+    def per_state(self, f):
+        """sum over the states s (unweighted) of sum_y pi(y | s) f(...): each state's own expectation."""
+        lp1, lp2 = self.logp()
+        p1, p2 = lp1.exp().detach(), lp2.exp().detach()
+        return (p1[self.m1] * f(lp1[self.m1], self.ref1[self.m1])).sum() + \
+            (p2[self.m2] * f(lp2[self.m2], self.ref2[self.m2])).sum()
+
+    def kl_of_responses(self):
+        """KL(pi || pi_ref) of whole responses, exact: the KL of the first token plus, after each first token y1,
+        pi(y1) times the KL of the second (forbidden entries filled with 0 first: no nan reaches the gradient)."""
+        lp1, lp2 = self.logp()
+        lp1, ref1 = lp1.masked_fill(~self.m1, 0), self.ref1.masked_fill(~self.m1, 0)
+        lp2, ref2 = lp2.masked_fill(~self.m2, 0), self.ref2.masked_fill(~self.m2, 0)
+        first = (self.m1 * lp1.exp() * (lp1 - ref1)).sum()
+        second = (self.m2 * lp2.exp() * (lp2 - ref2)).sum(1)
+        return first + (self.m1 * lp1.exp() * second).sum()
+
+    def k1_in_the_reward(self, whole=False):
+        """The policy-gradient surrogate of PPO's penalty: each sampled token's log pi times the k1 of its own and every
+        later token of its response (the reward-to-go of -k1; ``whole``: of every token of the response, as Lab 13's
+        kl_in="reward" puts it in the score), probabilities and returns without gradient."""
+        lp1, lp2 = self.logp()
+        l1, l2 = (lp1 - self.ref1).detach(), (lp2 - self.ref2).detach()
+        p1, p2 = lp1.exp().detach(), lp2.exp().detach()
+        later = torch.where(self.m2, p2 * l2, torch.zeros_like(l2)).sum(1)       # E[k1 of y2 | y1]
+        go1 = torch.where(self.m1, l1 + later, torch.zeros_like(l1))
+        go2 = l2 + l1[:, None] if whole else l2
+        return (p1[self.m1] * lp1[self.m1] * go1[self.m1]).sum() + \
+            ((p1[:, None] * p2)[self.m2] * lp2[self.m2] * go2[self.m2]).sum()
+
+    def grad(self, value):
+        return torch.cat([g.flatten() for g in torch.autograd.grad(value, (self.theta1, self.theta2))])
+
+
+def _k(lab11, i):
+    """Lab 11's estimator k_{i+1} (its Task 3 solution) as a function of (log pi, log pi_ref)."""
+    return lambda logp, ref: lab11["kl_estimators"](logp, ref)[i]
+
+
+def _reverse_kl(logp, ref):
+    return ref.exp() * (ref - logp) / logp.exp().detach()      # summed against pi(y | s): KL(pi_ref || pi) at s
+
+
+def _forward_kl(logp, ref):
+    return logp.exp() * (logp - ref) / logp.exp().detach()     # summed against pi(y | s): KL(pi || pi_ref) at s
+
+
+def test_on_the_toy_k3_in_a_loss_follows_the_reverse_kl_at_each_state(sft, lab11):
+    """Lab 13's GRPO loss (and Lab 11's Question 1): k3's value, summed over a response's tokens sampled from
+    pi, is unbiased for KL(pi || pi_ref) of the response; its gradient in a loss is, state by state, that of
+    KL(pi_ref || pi) at that state (k2's that of KL(pi || pi_ref) there, k1's 0). pi: the SFT model at
+    T = 0.8 on the two-token toy, a table of logits (_ToyTable), every expectation an exact sum."""
+    toy = _ToyTable(sft, 0.8)
+    k1, k2, k3 = (_k(lab11, i) for i in range(3))
+    value = sum((w * k).sum() for w, k in toy.tokens(k3))
+    assert value.item() == pytest.approx(toy.kl_of_responses().item(), rel=1e-10) and value.item() > 0.01
+    reverse, forward = toy.grad(toy.per_state(_reverse_kl)), toy.grad(toy.per_state(_forward_kl))
+    assert (reverse - forward).abs().max() > 1e-3, "the two KLs pull apart here (by 1e7 times the tolerance)"
+    assert torch.allclose(toy.grad(toy.per_state(k3)), reverse, atol=1e-10)
+    assert torch.allclose(toy.grad(toy.per_state(k2)), forward, atol=1e-10)
+    assert toy.grad(toy.per_state(k1)).abs().max() < 1e-10
+
+
+def test_on_the_toy_k1_in_the_reward_follows_the_gradient_of_the_kl(sft):
+    """Lab 11 (Question 1's model answer) and Lab 13: k1 put in the reward, where the policy gradient multiplies it
+    (with the k1 of the tokens after it: the reward-to-go; or, as Lab 13's kl_in="reward", of the whole response)
+    by grad log pi, follows the gradient of KL(pi || pi_ref) of whole responses, exactly, whatever pi_ref says of
+    either token."""
+    for ref_t2 in (1.0, 1.5):                     # pi_ref of the second token: the SFT model, or it at T = 1.5
+        toy = _ToyTable(sft, 0.8, ref_second_temperature=ref_t2)
+        kl = toy.grad(toy.kl_of_responses())
+        assert kl.abs().max() > 0.01 and torch.allclose(toy.grad(toy.k1_in_the_reward()), kl, atol=1e-10)
+        assert torch.allclose(toy.grad(toy.k1_in_the_reward(whole=True)), kl, atol=1e-10)
+
+
+def test_on_the_toy_no_token_pays_for_later_tokens_kl_with_k3_in_the_loss(sft, lab11):
+    """Lab 13: k3 in the loss is not PPO's penalty: the gradient it gives the first token's logits is the same
+    whatever the reference says about the second token (no token pays for the KL of the tokens after it),
+    while that of k1 in the reward (PPO's penalty) moves with it."""
+    k3 = _k(lab11, 2)
+    first = {}
+    for ref_t2 in (1.0, 1.5):
+        toy = _ToyTable(sft, 0.8, ref_second_temperature=ref_t2)
+        n1 = toy.theta1.numel()
+        loss = sum((w * k).sum() for w, k in toy.tokens(k3))
+        first[ref_t2] = toy.grad(loss)[:n1], toy.grad(toy.k1_in_the_reward())[:n1]
+    (k3_first, ppo_first), (k3_first_other, ppo_first_other) = first[1.0], first[1.5]
+    assert torch.allclose(k3_first, k3_first_other, atol=1e-12), "k3 in the loss: the first token pays nothing later"
+    assert (ppo_first - ppo_first_other).abs().max() > 0.01, "PPO's penalty charges the first token for later KL"
+    assert (k3_first - ppo_first).abs().max() > 1e-3, "k3 in the loss is not PPO's penalty (exact sums: 1e-3 is far)"
+
+
+def test_a_rare_sample_makes_k3s_gradient_enormous_where_k2s_stays_moderate(sft):
+    """Lab 11, Question 1b: once pi is much sharper than pi_ref (T = 0.4 on the two-token toy), a single rare
+    sample makes k3 and its gradient (1 - w) grad log pi enormous, while k2 = l^2 / 2 grows like (log w)^2 and
+    its gradient l grad log pi stays moderate: the exact spread of the gradient's factor under pi, and its
+    largest value over the responses pi can write."""
+    pi, ref = _pi(sft, 0.4), _pi(sft, 1.0)
+    p, log_ratio = pi[pi > 0], np.log(pi[pi > 0]) - np.log(ref[pi > 0])
+    factors = {"k2": log_ratio, "k3": 1 - np.exp(-log_ratio)}          # grad k = factor * grad log pi
+
+    def std(f):
+        return math.sqrt(float((p * (f - (p * f).sum()) ** 2).sum()))
+
+    assert std(factors["k3"]) > 1e3 * std(factors["k2"]), {k: std(f) for k, f in factors.items()}
+    assert np.abs(factors["k3"]).max() > 1e15 and np.abs(factors["k2"]).max() < 100
+    assert (log_ratio ** 2 / 2).max() < 1e-15 * (np.exp(-log_ratio) - 1 + log_ratio).max()
+
+
+def test_question_1s_token_gives_k1_about_minus_0_92_and_k3_about_0_58(lab11):
+    """Lab 11, Question 1's model answer: pi = 0.2, pi_ref = 0.5 give k1 = log 0.4 ~ -0.92 and k3 = 1.5 - log 2.5
+    ~ 0.58 (Lab 11's kl_estimators, its Task 3 solution)."""
+    logp, ref = (torch.tensor([math.log(x)], dtype=torch.float64) for x in (0.2, 0.5))
+    k1, _, k3 = (float(k) for k in lab11["kl_estimators"](logp, ref))
+    assert round(k1, 2) == -0.92 and k1 == pytest.approx(math.log(0.4), rel=1e-12)
+    assert round(k3, 2) == 0.58 and k3 == pytest.approx(1.5 - math.log(2.5), rel=1e-12)
