@@ -48,6 +48,8 @@ def test_identical_figures_restamp_the_table(table, monkeypatch):
     record = json.loads(path.read_text())
     assert record["inputs"] == provenance.inputs("science.json", provenance.REPO, record["ledger_tests"])
     assert record["verified"][-1]["commit"] == provenance.commit()
+    assert f"The ledger then: `{record['verified'][-1]['claims']}`" in science.markdown(path), \
+        "the README's table shows the ledger as the re-stamp judged it (it may have grown since the run)"
 
 
 def test_the_ledgers_tests_are_run_now_and_recorded(table, monkeypatch):
