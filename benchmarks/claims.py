@@ -123,6 +123,9 @@ CLAIMS = (
       T + "test_k1_and_k3_spreads_cross_near_t_0_7", T + "test_the_k1_k3_gap_at_t_0_8_0_6_and_0_4"),
     C("lab11", r"but heavy-tailed once $\pi$ is much sharper (Question 1b)",
       T + "test_a_rare_sample_makes_k3s_gradient_enormous_where_k2s_stays_moderate", T + "test_the_k1_k3_gap_at_t_0_8_0_6_and_0_4"),
+    C("lab11", r"which keeps $\pi_\theta$ covering what $\pi_{\text{ref}}$ writes but charges little for mass on responses "
+      r"$\pi_{\text{ref}}$ rarely writes",
+      T + "test_the_reverse_kl_keeps_pi_covering_pi_ref_and_charges_little_for_mass_pi_ref_rarely_writes"),
     C("lab11", r"in a loss, only $k_2$'s mean gradient is that of $\mathrm{KL}(\pi \,\|\, \pi_{\text{ref}})$ ($k_1$'s is 0, "
       r"$k_3$'s that of $\mathrm{KL}(\pi_{\text{ref}} \,\|\, \pi)$, Question 1)",
       T + "test_only_k2_in_a_loss_follows_the_gradient_of_the_kl", T + "test_on_the_toy_k3_in_a_loss_follows_the_reverse_kl_at_each_state"),
@@ -280,6 +283,14 @@ CLAIMS = (
       r"$\mathrm{KL}(\pi_{\text{ref}}\,\|\,\pi_\theta)$ per state, and no token pays for the KL of later ones)",
       T + "test_on_the_toy_k3_in_a_loss_follows_the_reverse_kl_at_each_state",
       T + "test_on_the_toy_no_token_pays_for_later_tokens_kl_with_k3_in_the_loss", "lab13.grpo.mean_only_lands"),
+    C("lab13", r"A token mean weighs a response by its length ($L/\mathbb{E}[L]$ relative to a response mean): long responses "
+      r"get more of the gradient, whether their advantage is positive or negative; a response mean gives every response "
+      r"the same weight and each of its tokens $1/L$.", T + "test_a_token_mean_weighs_a_response_by_its_length"),
+    C("lab13", r"A policy that concentrates on one answer ties more often: $k$ samples all give an answer of probability $p$ "
+      r"with probability $p^k$, and such a group's advantages are all 0: the reward gives it no gradient; so the share "
+      r"grows if training sharpens the policy.", T + "test_a_sharper_policy_ties_more_and_larger_groups_tie_less"),
+    C("lab13", r"It falls with $k$ ($p^k$ does), at the cost of $k$ samples per prompt.",
+      T + "test_a_sharper_policy_ties_more_and_larger_groups_tie_less"),
     C("lab13", "With 2000 noisy rankings of SFT samples it need not get there: the pairs tell DPO nothing about responses "
       "the SFT model never writes, and it fits their noise (Experiment 2).", "beyond.dpo.overfit"),
     C("lab13", "GRPO with the KL in the reward lands next to $\\pi^*_{RM}$, as Lab 12's PPO does",

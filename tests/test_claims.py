@@ -505,3 +505,68 @@ def test_question_1s_token_gives_k1_about_minus_0_92_and_k3_about_0_58(lab11):
     k1, _, k3 = (float(k) for k in lab11["kl_estimators"](logp, ref))
     assert round(k1, 2) == -0.92 and k1 == pytest.approx(math.log(0.4), rel=1e-12)
     assert round(k3, 2) == 0.58 and k3 == pytest.approx(1.5 - math.log(2.5), rel=1e-12)
+
+
+def test_the_reverse_kl_keeps_pi_covering_pi_ref_and_charges_little_for_mass_pi_ref_rarely_writes(sft):
+    """Lab 11, Question 1's model answer: KL(pi_ref || pi), at the first token of the two-token toy (pi_ref: the
+    SFT model): moving 10% of the mass onto the token pi_ref writes least costs it about 0.1 nat where KL(pi ||
+    pi_ref) charges several times that; taking the mass off the token pi_ref writes most costs it more than twice
+    the other KL, and without bound as the mass left goes to 0 (the other KL stays nearly where it was)."""
+    ref = torch.log_softmax(torch.tensor(two_token_logits(sft, "7+5=").first), 0)
+    ref = ref[torch.isfinite(ref)].exp()
+
+    def kls(pi):
+        return float((ref * (ref / pi).log()).sum()), float((pi * (pi / ref).log()).sum())   # reverse, forward
+
+    rare = torch.zeros_like(ref).index_fill_(0, ref.argmin(), 1.0)
+    reverse, forward = kls(0.9 * ref + 0.1 * rare)
+    assert ref.min() < 1e-3 and reverse < 0.11 and forward > 5 * reverse, (float(ref.min()), reverse, forward)
+    top = ref.argmax()
+    deeper = []
+    for keep in (1e-3, 1e-6):                  # the share of its mass the token pi_ref writes most keeps
+        dropped = ref.clone().index_fill_(0, top, float(ref[top]) * keep)
+        deeper.append(kls(dropped / dropped.sum()))
+    (reverse, forward), (reverse_deeper, forward_deeper) = deeper
+    assert reverse > 2 * forward and reverse_deeper - reverse > 2 and forward_deeper - forward < 0.1, deeper
+
+
+@pytest.fixture(scope="module")
+def lab13():
+    """Lab 13's namespace: its reference solutions (course_staff.solutions)."""
+    from course_staff.solutions import load_lab
+    return load_lab("lab13")
+
+
+def test_a_token_mean_weighs_a_response_by_its_length(lab13):
+    """Lab 13, Question 3's model answer: with Lab 13's grpo_loss (its Task 3 solution), the gradient a response
+    gets under the token mean is L / E[L] times what it gets under the sequence mean, which gives every response
+    the same weight and each of its tokens 1 / L (lengths 1, 2 and 4; beta 0, pi_old = pi: no clipping)."""
+    mask = torch.tensor([[1.0, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 1]], dtype=torch.float64)
+    lengths = mask.sum(1)
+    per_response = {}
+    for aggregate in ("sequence", "token"):
+        logp = torch.full((3, 4), -1.0, dtype=torch.float64, requires_grad=True)
+        loss, _ = lab13["grpo_loss"](logp, logp.detach(), logp.detach(), torch.tensor([1.0, -1.0, 1.0], dtype=torch.float64),
+                                     mask, 0.2, 0.0, aggregate)
+        grad, = torch.autograd.grad(loss, logp)
+        per_response[aggregate] = grad.sum(1)
+        if aggregate == "sequence":
+            assert torch.allclose(grad.abs(), mask / (3 * lengths[:, None]), atol=1e-12), "1 / L per token"
+    assert torch.allclose(per_response["token"] / per_response["sequence"], lengths / lengths.mean(), atol=1e-12)
+
+
+def test_a_sharper_policy_ties_more_and_larger_groups_tie_less(sft, lab13):
+    """Lab 13, Question 3's model answer: a group whose k scores tie gets advantages all 0 (Lab 13's
+    group_advantages), and the chance that k samples tie under gold (the two-token toy, exact: the sum over gold's
+    values of P(value)^k) grows as the policy sharpens (T = 1 -> 0.5) and falls with k."""
+    advantages = lab13["group_advantages"](torch.full((1, 4), 0.3, dtype=torch.float64))
+    assert torch.equal(advantages, torch.zeros(1, 4, dtype=torch.float64))
+    rewards = two_token_rewards("7+5=")
+
+    def tie(temperature, k):
+        pi = _pi(sft, temperature)
+        return sum(float(pi[rewards == g].sum()) ** k for g in (-1.0, 0.0, 1.0))
+
+    for k in (2, 4, 8):
+        assert tie(0.5, k) > tie(1.0, k) + 0.05, (k, tie(0.5, k), tie(1.0, k))
+    assert tie(1.0, 2) > tie(1.0, 4) > tie(1.0, 8)
