@@ -126,6 +126,14 @@ CLAIMS = (
     C("lab11", r"which keeps $\pi_\theta$ covering what $\pi_{\text{ref}}$ writes but charges little for mass on responses "
       r"$\pi_{\text{ref}}$ rarely writes",
       T + "test_the_reverse_kl_keeps_pi_covering_pi_ref_and_charges_little_for_mass_pi_ref_rarely_writes"),
+    C("lab11", r"A single sample that $\pi_{\text{ref}}$ likes more than $\pi$ does has $l < 0$; on average such samples are "
+      r"outweighed by the ones $\pi$ likes more (they are drawn more often, precisely because $\pi$ likes them).",
+      T + "test_k1_is_negative_for_some_samples"),
+    C("lab11", r"The target of KL-regularized RL, $\pi^* \propto \pi_{\text{ref}}\, e^{r/\beta}$, with $J(\pi^*) = \beta \log Z$ "
+      r"(Task 4), built token by token with soft values (Task 5).", "lab11.optimum.best",
+      T + "test_lab11_two_token_gap_is_around_1e_15"),
+    C("lab11", r"In Lab 12 a learned reward model replaces the answer key and PPO climbs towards $\pi^*$.",
+      "beyond.optima.ppo_near_opt"),
     C("lab11", r"in a loss, only $k_2$'s mean gradient is that of $\mathrm{KL}(\pi \,\|\, \pi_{\text{ref}})$ ($k_1$'s is 0, "
       r"$k_3$'s that of $\mathrm{KL}(\pi_{\text{ref}} \,\|\, \pi)$, Question 1)",
       T + "test_only_k2_in_a_loss_follows_the_gradient_of_the_kl", T + "test_on_the_toy_k3_in_a_loss_follows_the_reverse_kl_at_each_state"),
