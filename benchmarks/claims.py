@@ -99,6 +99,44 @@ CLAIMS = (
       T + "test_k1_and_k3_spreads_cross_near_t_0_7", T + "test_k3_cancels_most_of_k1s_noise_near_t1_and_part_above"),
     C("lab11", r"reads the crossover (between $T = 0.6$ and $0.8$) and the size of the gap at $T = 0.4$ (orders of "
       r"magnitude, $k_3$ worse)", T + "test_k1_and_k3_spreads_cross_near_t_0_7", T + "test_the_k1_k3_gap_at_t_0_8_0_6_and_0_4"),
+    C("lab11", r"$l = \log 0.2 - \log 0.5 = \log 0.4 \approx -0.92$, so $k_1 \approx -0.92$.",
+      T + "test_question_1s_token_gives_k1_about_minus_0_92_and_k3_about_0_58"),
+    C("lab11", r"With $w = \pi_{\text{ref}}/\pi = 2.5$: $k_3 = w - 1 - \log w = 1.5 - 0.92 \approx 0.58$.",
+      T + "test_question_1s_token_gives_k1_about_minus_0_92_and_k3_about_0_58"),
+    C("lab11", r"The gradient of $\mathrm{KL}(\pi_\theta \,\|\, \pi_{\text{ref}})$ also comes from $k_1$ put in the "
+      r"*reward*, where the policy gradient multiplies it by $\nabla_\theta \log \pi_\theta$ (Lab 12 does this).",
+      T + "test_on_the_toy_k1_in_the_reward_follows_the_gradient_of_the_kl"),
+    C("lab11", r"Such responses are rarely sampled, but when one is, $k_3 \approx w$ grows *linearly* in $w$, while $k_1 = "
+      r"-\log w$ grows only logarithmically: $k_3$ has a heavy tail",
+      T + "test_a_rare_sample_makes_k3s_gradient_enormous_where_k2s_stays_moderate", T + "test_the_k1_k3_gap_at_t_0_8_0_6_and_0_4"),
+    C("lab11", r"Once the policy is much sharper than its reference, a single rare sample can make $k_3$ (and its gradient) "
+      r"enormous: the penalty becomes a high-variance, occasionally exploding term.",
+      T + "test_a_rare_sample_makes_k3s_gradient_enormous_where_k2s_stays_moderate", T + "test_the_k1_k3_gap_at_t_0_8_0_6_and_0_4"),
+    C("lab11", r"In a loss it is then safer to use $k_2 = \tfrac12 l^2$ (its mean gradient is that of $\mathrm{KL}(\pi_\theta "
+      r"\,\|\, \pi_{\text{ref}})$, Question 1, and it grows only like $(\log w)^2$), $k_1$ in the *reward* as PPO does "
+      r"(Lab 12), the exact per-token KL, or a clipped $w$ inside $k_3$ — not $k_1$ in the loss, whose mean gradient is 0 "
+      r"(Question 1).", T + "test_only_k2_in_a_loss_follows_the_gradient_of_the_kl",
+      T + "test_on_the_toy_k3_in_a_loss_follows_the_reverse_kl_at_each_state",
+      T + "test_a_rare_sample_makes_k3s_gradient_enormous_where_k2s_stays_moderate",
+      T + "test_on_the_toy_k1_in_the_reward_follows_the_gradient_of_the_kl"),
+    C("lab11", r"$k_1$ remains the safer number to *report*, and the estimator's spread should be monitored.",
+      T + "test_k1_and_k3_spreads_cross_near_t_0_7", T + "test_the_k1_k3_gap_at_t_0_8_0_6_and_0_4"),
+    C("lab11", r"but heavy-tailed once $\pi$ is much sharper (Question 1b)",
+      T + "test_a_rare_sample_makes_k3s_gradient_enormous_where_k2s_stays_moderate", T + "test_the_k1_k3_gap_at_t_0_8_0_6_and_0_4"),
+    C("lab11", r"which keeps $\pi_\theta$ covering what $\pi_{\text{ref}}$ writes but charges little for mass on responses "
+      r"$\pi_{\text{ref}}$ rarely writes",
+      T + "test_the_reverse_kl_keeps_pi_covering_pi_ref_and_charges_little_for_mass_pi_ref_rarely_writes"),
+    C("lab11", r"A single sample that $\pi_{\text{ref}}$ likes more than $\pi$ does has $l < 0$; on average such samples are "
+      r"outweighed by the ones $\pi$ likes more (they are drawn more often, precisely because $\pi$ likes them).",
+      T + "test_k1_is_negative_for_some_samples"),
+    C("lab11", r"The target of KL-regularized RL, $\pi^* \propto \pi_{\text{ref}}\, e^{r/\beta}$, with $J(\pi^*) = \beta \log Z$ "
+      r"(Task 4), built token by token with soft values (Task 5).", "lab11.optimum.best",
+      T + "test_lab11_two_token_gap_is_around_1e_15"),
+    C("lab11", r"In Lab 12 a learned reward model replaces the answer key and PPO climbs towards $\pi^*$.",
+      "beyond.optima.ppo_near_opt"),
+    C("lab11", r"in a loss, only $k_2$'s mean gradient is that of $\mathrm{KL}(\pi \,\|\, \pi_{\text{ref}})$ ($k_1$'s is 0, "
+      r"$k_3$'s that of $\mathrm{KL}(\pi_{\text{ref}} \,\|\, \pi)$, Question 1)",
+      T + "test_only_k2_in_a_loss_follows_the_gradient_of_the_kl", T + "test_on_the_toy_k3_in_a_loss_follows_the_reverse_kl_at_each_state"),
     # ------------------------------------------------------------------ Lab 12
     C("lab12", "It was trained by supervised fine-tuning (SFT) on sloppy demonstrations, so it is often right, sometimes "
       "wrong, and sometimes answers nothing at all.", T + "test_sft_is_right_about_three_times_in_four"),
@@ -236,6 +274,33 @@ CLAIMS = (
     # ------------------------------------------------------------------ Lab 13
     C("lab13", "Five runs: about 17 s of CPU on the course's test machine, about 38 s on an older laptop.",
       MEASURED + "bench.lab13_experiment_1", MEASURED + "bench.lab13_experiment_1.slow"),
+    C("lab13", r"its *value* is unbiased on tokens sampled from $\pi_\theta$",
+      T + "test_on_the_toy_k3_in_a_loss_follows_the_reverse_kl_at_each_state", "lab11.kl_estimators.unbiased"),
+    C("lab13", r"its *gradient*, Lab 11's Question 1 found, is on average that of $\mathrm{KL}(\pi_{\text{ref}}\,\|\,\pi_\theta)$ "
+      r"at each sampled state", T + "test_on_the_toy_k3_in_a_loss_follows_the_reverse_kl_at_each_state",
+      T + "test_only_k2_in_a_loss_follows_the_gradient_of_the_kl"),
+    C("lab13", r"Second, $k_3$ in the loss is not PPO's penalty: its gradient is on average that of $\mathrm{KL}(\pi_{\text{ref}}"
+      r"\,\|\,\pi_\theta)$ at each sampled state (Lab 11, Question 1), and no token pays for the KL of the tokens after it, "
+      r"so it need not lead to $\pi^*_{RM}$ even on the reward's scale (Experiment 3 separates the two).",
+      T + "test_on_the_toy_k3_in_a_loss_follows_the_reverse_kl_at_each_state",
+      T + "test_on_the_toy_no_token_pays_for_later_tokens_kl_with_k3_in_the_loss", "lab13.grpo.mean_only_lands"),
+    C("lab13", r'`kl_in="reward"` puts $\beta$' r"'s term inside the score, before the normalization, so it is scaled with the "
+      r"reward, as PPO's KL penalty of the whole response: $J$ is again the objective (up to the same $1/L$ and std "
+      r"weighting).", T + "test_on_the_toy_k1_in_the_reward_follows_the_gradient_of_the_kl", "lab13.grpo.lands"),
+    C("lab13", r"even unscaled, $\beta k_3$ in the loss is not PPO's penalty of the same $J$ (its gradient is that of "
+      r"$\mathrm{KL}(\pi_{\text{ref}}\,\|\,\pi_\theta)$ per state, and no token pays for the KL of later ones)",
+      T + "test_on_the_toy_k3_in_a_loss_follows_the_reverse_kl_at_each_state",
+      T + "test_on_the_toy_no_token_pays_for_later_tokens_kl_with_k3_in_the_loss", "lab13.grpo.mean_only_lands"),
+    C("lab13", r"A token mean weighs a response by its length ($L/\mathbb{E}[L]$ relative to a response mean): long responses "
+      r"get more of the gradient, whether their advantage is positive or negative; a response mean gives every response "
+      r"the same weight and each of its tokens $1/L$.", T + "test_a_token_mean_weighs_a_response_by_its_length"),
+    C("lab13", r"A policy that concentrates on one answer ties more often: $k$ samples all give an answer of probability $p$ "
+      r"with probability $p^k$, and such a group's advantages are all 0: the reward gives it no gradient; so the share "
+      r"grows if training sharpens the policy.", T + "test_a_sharper_policy_ties_more_and_larger_groups_tie_less"),
+    C("lab13", r"It falls with $k$ ($p^k$ does), at the cost of $k$ samples per prompt.",
+      T + "test_a_sharper_policy_ties_more_and_larger_groups_tie_less"),
+    C("lab13", "With 2000 noisy rankings of SFT samples it need not get there: the pairs tell DPO nothing about responses "
+      "the SFT model never writes, and it fits their noise (Experiment 2).", "beyond.dpo.overfit"),
     C("lab13", "GRPO with the KL in the reward lands next to $\\pi^*_{RM}$, as Lab 12's PPO does",
       "lab13.grpo.lands", "beyond.optima.ppo_near_opt"),
     C("lab13", "the policy walks off and does not land near $\\pi^*_{RM}$.", "lab13.grpo.lands"),

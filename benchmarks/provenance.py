@@ -14,7 +14,8 @@ figures into the documents that quote them.)
 
 The files a figure measured are listed in MEASURED, or, for the science table, derived from the code
 it ran (``science_files``: the import closure of benchmarks.science, the lab notebooks it loads, the
-weights it reads and the tests its ledger ran), so the list cannot drift from the code.
+weights it reads and the tests its ledger ran), so the list cannot drift from the code. The claims
+ledger is read without its quotes (``ledger_code``): they are prose, checked by make test.
 """
 
 import ast
@@ -52,9 +53,32 @@ SCIENCE_ROOT = "benchmarks.science"      # the science table's files: what runni
 BOOKKEEPING = ("benchmarks.provenance", "benchmarks.figures")
 
 # ----------------------------------------------------------------------------- fingerprints
+# The claims ledger's quotes are prose, as the notebooks' markdown is. A science run reads the ledger for
+# what to check (each claim's notebook and backings: the criteria it judges, the tests it runs), never for
+# the words quoted: no figure or verdict of the run depends on them. Whether each quote is in its notebook
+# is checked by make test (tests/test_claims.py), the correctness lane. So the ledger's code is read
+# without its quotes: rewording one to follow its notebook names no figure stale.
+LEDGER = "benchmarks/claims.py"
+QUOTE = "(a quote: prose, checked by tests/test_claims.py)"       # what stands in for each
+
+
+def ledger_code(source):
+    """code_digest of the claims ledger with the quote of every claim of CLAIMS (``C(where, quote,
+    *backed_by)``) replaced by QUOTE; its notebook, its backings and every other line of code kept."""
+    tree = ast.parse(source)
+    claims = next(node.value for node in tree.body if isinstance(node, ast.Assign)
+                  and [getattr(t, "id", None) for t in node.targets] == ["CLAIMS"])
+    for claim in claims.elts:
+        claim.args[1] = ast.Constant(QUOTE)
+    return code_digest(ast.unparse(tree))
+
+
 def _code(rel, data):
     """What a file contributes to a fingerprint: Python as its syntax tree without docstrings or
-    comments, a notebook as the code of its code cells, anything else as its bytes."""
+    comments (the claims ledger without its quotes too: ledger_code), a notebook as the code of its code
+    cells, anything else as its bytes."""
+    if rel == LEDGER:
+        return ledger_code(data.decode()).encode()
     if rel.endswith(".py"):
         return code_digest(data.decode()).encode()
     if rel.endswith(".ipynb"):

@@ -221,7 +221,9 @@ def markdown(path=RESULTS):
         lines += ["", f"Made by `{data['command']}` at commit {data['commit']}, {data['date']}"
                       + (f"; {data['converted']}" if data.get("converted") else "") + "."]
         for v in data.get("verified", []):                          # benchmarks/science_verify.py
-            lines += ["", f"Verified at commit {v['commit']}, {v['date']} (`make science-verify`): {v['how']}."]
+            claims_then = f" The ledger then: `{v['claims']}`." if v.get("claims") else ""   # it may have grown
+            lines += ["", f"Verified at commit {v['commit']}, {v['date']} (`make science-verify`): {v['how']}."
+                      + claims_then]
     else:
         lines += ["", "(This run records no command, commit, date or machine: it was written before science.json "
                       "recorded its provenance.)"]

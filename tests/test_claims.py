@@ -360,3 +360,213 @@ def test_an_sft_answer_scores_about_0(sft):
     with torch.no_grad():
         scores = w.rm(digit_counts(sample(sft, prompts, generator=torch.Generator().manual_seed(99)))) - w.rm_offset
     assert abs(scores.mean().item()) < 0.1 * scores.std().item(), (scores.mean().item(), scores.std().item())
+
+
+# ----------------------------------------------------------------------------- a KL term in a loss, on the toy
+class _ToyTable:
+    """Lab 11's two-token toy (prompt 7+5=) as a table policy: the SFT model's logits at temperature T as free
+    parameters, theta1 (V,) of the first token and theta2 (V, V) of the second after each first token (BOS and
+    PAD -inf; after EOS the response has ended: no second token). pi_ref: the SFT model at T = 1. Every sum
+    below runs over every allowed response: exact, nothing sampled."""
+
+    def __init__(self, sft, temperature, ref_second_temperature=1.0):
+        z = two_token_logits(sft, "7+5=")
+        self.theta1 = torch.tensor(z.first / temperature, requires_grad=True)
+        self.theta2 = torch.tensor(z.second / temperature, requires_grad=True)
+        self.ref1 = torch.log_softmax(torch.tensor(z.first), 0)
+        self.ref2 = torch.log_softmax(torch.tensor(z.second) / ref_second_temperature, 1)
+        self.m1 = torch.isfinite(self.ref1)                                     # allowed first tokens
+        self.m2 = self.m1[:, None] & (torch.arange(len(self.m1)) != EOS)[:, None] & torch.isfinite(self.ref2)
+
+    def logp(self):
+        """(log pi(y1) (V,), log pi(y2 | y1) (V, V)) as functions of theta."""
+        return torch.log_softmax(self.theta1, 0), torch.log_softmax(self.theta2, 1)
+
+    def tokens(self, f):
+        """[(weight (k,), f(log pi (k,), log pi_ref (k,)))] for the tokens of the first and of the second state:
+        the weight is each token's probability of being sampled at its place in a response (pi, no gradient)."""
+        lp1, lp2 = self.logp()
+        d1, d2 = lp1.exp().detach(), (lp1[:, None] + lp2).exp().detach()
+        return [(d1[self.m1], f(lp1[self.m1], self.ref1[self.m1])), (d2[self.m2], f(lp2[self.m2], self.ref2[self.m2]))]
+
+    def per_state(self, f):
+        """sum over the states s (unweighted) of sum_y pi(y | s) f(...): each state's own expectation."""
+        lp1, lp2 = self.logp()
+        p1, p2 = lp1.exp().detach(), lp2.exp().detach()
+        return (p1[self.m1] * f(lp1[self.m1], self.ref1[self.m1])).sum() + \
+            (p2[self.m2] * f(lp2[self.m2], self.ref2[self.m2])).sum()
+
+    def kl_of_responses(self):
+        """KL(pi || pi_ref) of whole responses, exact: the KL of the first token plus, after each first token y1,
+        pi(y1) times the KL of the second (forbidden entries filled with 0 first: no nan reaches the gradient)."""
+        lp1, lp2 = self.logp()
+        lp1, ref1 = lp1.masked_fill(~self.m1, 0), self.ref1.masked_fill(~self.m1, 0)
+        lp2, ref2 = lp2.masked_fill(~self.m2, 0), self.ref2.masked_fill(~self.m2, 0)
+        first = (self.m1 * lp1.exp() * (lp1 - ref1)).sum()
+        second = (self.m2 * lp2.exp() * (lp2 - ref2)).sum(1)
+        return first + (self.m1 * lp1.exp() * second).sum()
+
+    def k1_in_the_reward(self, whole=False):
+        """The policy-gradient surrogate of PPO's penalty: each sampled token's log pi times the k1 of its own and every
+        later token of its response (the reward-to-go of -k1; ``whole``: of every token of the response, as Lab 13's
+        kl_in="reward" puts it in the score), probabilities and returns without gradient."""
+        lp1, lp2 = self.logp()
+        l1, l2 = (lp1 - self.ref1).detach(), (lp2 - self.ref2).detach()
+        p1, p2 = lp1.exp().detach(), lp2.exp().detach()
+        later = torch.where(self.m2, p2 * l2, torch.zeros_like(l2)).sum(1)       # E[k1 of y2 | y1]
+        go1 = torch.where(self.m1, l1 + later, torch.zeros_like(l1))
+        go2 = l2 + l1[:, None] if whole else l2
+        return (p1[self.m1] * lp1[self.m1] * go1[self.m1]).sum() + \
+            ((p1[:, None] * p2)[self.m2] * lp2[self.m2] * go2[self.m2]).sum()
+
+    def grad(self, value):
+        return torch.cat([g.flatten() for g in torch.autograd.grad(value, (self.theta1, self.theta2))])
+
+
+def _k(lab11, i):
+    """Lab 11's estimator k_{i+1} (its Task 3 solution) as a function of (log pi, log pi_ref)."""
+    return lambda logp, ref: lab11["kl_estimators"](logp, ref)[i]
+
+
+def _reverse_kl(logp, ref):
+    return ref.exp() * (ref - logp) / logp.exp().detach()      # summed against pi(y | s): KL(pi_ref || pi) at s
+
+
+def _forward_kl(logp, ref):
+    return logp.exp() * (logp - ref) / logp.exp().detach()     # summed against pi(y | s): KL(pi || pi_ref) at s
+
+
+def test_on_the_toy_k3_in_a_loss_follows_the_reverse_kl_at_each_state(sft, lab11):
+    """Lab 13's GRPO loss (and Lab 11's Question 1): k3's value, summed over a response's tokens sampled from
+    pi, is unbiased for KL(pi || pi_ref) of the response; its gradient in a loss is, state by state, that of
+    KL(pi_ref || pi) at that state (k2's that of KL(pi || pi_ref) there, k1's 0). pi: the SFT model at
+    T = 0.8 on the two-token toy, a table of logits (_ToyTable), every expectation an exact sum."""
+    toy = _ToyTable(sft, 0.8)
+    k1, k2, k3 = (_k(lab11, i) for i in range(3))
+    value = sum((w * k).sum() for w, k in toy.tokens(k3))
+    assert value.item() == pytest.approx(toy.kl_of_responses().item(), rel=1e-10) and value.item() > 0.01
+    reverse, forward = toy.grad(toy.per_state(_reverse_kl)), toy.grad(toy.per_state(_forward_kl))
+    assert (reverse - forward).abs().max() > 1e-3, "the two KLs pull apart here (by 1e7 times the tolerance)"
+    assert torch.allclose(toy.grad(toy.per_state(k3)), reverse, atol=1e-10)
+    assert torch.allclose(toy.grad(toy.per_state(k2)), forward, atol=1e-10)
+    assert toy.grad(toy.per_state(k1)).abs().max() < 1e-10
+
+
+def test_on_the_toy_k1_in_the_reward_follows_the_gradient_of_the_kl(sft):
+    """Lab 11 (Question 1's model answer) and Lab 13: k1 put in the reward, where the policy gradient multiplies it
+    (with the k1 of the tokens after it: the reward-to-go; or, as Lab 13's kl_in="reward", of the whole response)
+    by grad log pi, follows the gradient of KL(pi || pi_ref) of whole responses, exactly, whatever pi_ref says of
+    either token."""
+    for ref_t2 in (1.0, 1.5):                     # pi_ref of the second token: the SFT model, or it at T = 1.5
+        toy = _ToyTable(sft, 0.8, ref_second_temperature=ref_t2)
+        kl = toy.grad(toy.kl_of_responses())
+        assert kl.abs().max() > 0.01 and torch.allclose(toy.grad(toy.k1_in_the_reward()), kl, atol=1e-10)
+        assert torch.allclose(toy.grad(toy.k1_in_the_reward(whole=True)), kl, atol=1e-10)
+
+
+def test_on_the_toy_no_token_pays_for_later_tokens_kl_with_k3_in_the_loss(sft, lab11):
+    """Lab 13: k3 in the loss is not PPO's penalty: the gradient it gives the first token's logits is the same
+    whatever the reference says about the second token (no token pays for the KL of the tokens after it),
+    while that of k1 in the reward (PPO's penalty) moves with it."""
+    k3 = _k(lab11, 2)
+    first = {}
+    for ref_t2 in (1.0, 1.5):
+        toy = _ToyTable(sft, 0.8, ref_second_temperature=ref_t2)
+        n1 = toy.theta1.numel()
+        loss = sum((w * k).sum() for w, k in toy.tokens(k3))
+        first[ref_t2] = toy.grad(loss)[:n1], toy.grad(toy.k1_in_the_reward())[:n1]
+    (k3_first, ppo_first), (k3_first_other, ppo_first_other) = first[1.0], first[1.5]
+    assert torch.allclose(k3_first, k3_first_other, atol=1e-12), "k3 in the loss: the first token pays nothing later"
+    assert (ppo_first - ppo_first_other).abs().max() > 0.01, "PPO's penalty charges the first token for later KL"
+    assert (k3_first - ppo_first).abs().max() > 1e-3, "k3 in the loss is not PPO's penalty (exact sums: 1e-3 is far)"
+
+
+def test_a_rare_sample_makes_k3s_gradient_enormous_where_k2s_stays_moderate(sft):
+    """Lab 11, Question 1b: once pi is much sharper than pi_ref (T = 0.4 on the two-token toy), a single rare
+    sample makes k3 and its gradient (1 - w) grad log pi enormous, while k2 = l^2 / 2 grows like (log w)^2 and
+    its gradient l grad log pi stays moderate: the exact spread of the gradient's factor under pi, and its
+    largest value over the responses pi can write."""
+    pi, ref = _pi(sft, 0.4), _pi(sft, 1.0)
+    p, log_ratio = pi[pi > 0], np.log(pi[pi > 0]) - np.log(ref[pi > 0])
+    factors = {"k2": log_ratio, "k3": 1 - np.exp(-log_ratio)}          # grad k = factor * grad log pi
+
+    def std(f):
+        return math.sqrt(float((p * (f - (p * f).sum()) ** 2).sum()))
+
+    assert std(factors["k3"]) > 1e3 * std(factors["k2"]), {k: std(f) for k, f in factors.items()}
+    assert np.abs(factors["k3"]).max() > 1e15 and np.abs(factors["k2"]).max() < 100
+    assert (log_ratio ** 2 / 2).max() < 1e-15 * (np.exp(-log_ratio) - 1 + log_ratio).max()
+
+
+def test_question_1s_token_gives_k1_about_minus_0_92_and_k3_about_0_58(lab11):
+    """Lab 11, Question 1's model answer: pi = 0.2, pi_ref = 0.5 give k1 = log 0.4 ~ -0.92 and k3 = 1.5 - log 2.5
+    ~ 0.58 (Lab 11's kl_estimators, its Task 3 solution)."""
+    logp, ref = (torch.tensor([math.log(x)], dtype=torch.float64) for x in (0.2, 0.5))
+    k1, _, k3 = (float(k) for k in lab11["kl_estimators"](logp, ref))
+    assert round(k1, 2) == -0.92 and k1 == pytest.approx(math.log(0.4), rel=1e-12)
+    assert round(k3, 2) == 0.58 and k3 == pytest.approx(1.5 - math.log(2.5), rel=1e-12)
+
+
+def test_the_reverse_kl_keeps_pi_covering_pi_ref_and_charges_little_for_mass_pi_ref_rarely_writes(sft):
+    """Lab 11, Question 1's model answer: KL(pi_ref || pi), at the first token of the two-token toy (pi_ref: the
+    SFT model): moving 10% of the mass onto the token pi_ref writes least costs it about 0.1 nat where KL(pi ||
+    pi_ref) charges several times that; taking the mass off the token pi_ref writes most costs it more than twice
+    the other KL, and without bound as the mass left goes to 0 (the other KL stays nearly where it was)."""
+    ref = torch.log_softmax(torch.tensor(two_token_logits(sft, "7+5=").first), 0)
+    ref = ref[torch.isfinite(ref)].exp()
+
+    def kls(pi):
+        return float((ref * (ref / pi).log()).sum()), float((pi * (pi / ref).log()).sum())   # reverse, forward
+
+    rare = torch.zeros_like(ref).index_fill_(0, ref.argmin(), 1.0)
+    reverse, forward = kls(0.9 * ref + 0.1 * rare)
+    assert ref.min() < 1e-3 and reverse < 0.11 and forward > 5 * reverse, (float(ref.min()), reverse, forward)
+    top = ref.argmax()
+    deeper = []
+    for keep in (1e-3, 1e-6):                  # the share of its mass the token pi_ref writes most keeps
+        dropped = ref.clone().index_fill_(0, top, float(ref[top]) * keep)
+        deeper.append(kls(dropped / dropped.sum()))
+    (reverse, forward), (reverse_deeper, forward_deeper) = deeper
+    assert reverse > 2 * forward and reverse_deeper - reverse > 2 and forward_deeper - forward < 0.1, deeper
+
+
+@pytest.fixture(scope="module")
+def lab13():
+    """Lab 13's namespace: its reference solutions (course_staff.solutions)."""
+    from course_staff.solutions import load_lab
+    return load_lab("lab13")
+
+
+def test_a_token_mean_weighs_a_response_by_its_length(lab13):
+    """Lab 13, Question 3's model answer: with Lab 13's grpo_loss (its Task 3 solution), the gradient a response
+    gets under the token mean is L / E[L] times what it gets under the sequence mean, which gives every response
+    the same weight and each of its tokens 1 / L (lengths 1, 2 and 4; beta 0, pi_old = pi: no clipping)."""
+    mask = torch.tensor([[1.0, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 1]], dtype=torch.float64)
+    lengths = mask.sum(1)
+    per_response = {}
+    for aggregate in ("sequence", "token"):
+        logp = torch.full((3, 4), -1.0, dtype=torch.float64, requires_grad=True)
+        loss, _ = lab13["grpo_loss"](logp, logp.detach(), logp.detach(), torch.tensor([1.0, -1.0, 1.0], dtype=torch.float64),
+                                     mask, 0.2, 0.0, aggregate)
+        grad, = torch.autograd.grad(loss, logp)
+        per_response[aggregate] = grad.sum(1)
+        if aggregate == "sequence":
+            assert torch.allclose(grad.abs(), mask / (3 * lengths[:, None]), atol=1e-12), "1 / L per token"
+    assert torch.allclose(per_response["token"] / per_response["sequence"], lengths / lengths.mean(), atol=1e-12)
+
+
+def test_a_sharper_policy_ties_more_and_larger_groups_tie_less(sft, lab13):
+    """Lab 13, Question 3's model answer: a group whose k scores tie gets advantages all 0 (Lab 13's
+    group_advantages), and the chance that k samples tie under gold (the two-token toy, exact: the sum over gold's
+    values of P(value)^k) grows as the policy sharpens (T = 1 -> 0.5) and falls with k."""
+    advantages = lab13["group_advantages"](torch.full((1, 4), 0.3, dtype=torch.float64))
+    assert torch.equal(advantages, torch.zeros(1, 4, dtype=torch.float64))
+    rewards = two_token_rewards("7+5=")
+
+    def tie(temperature, k):
+        pi = _pi(sft, temperature)
+        return sum(float(pi[rewards == g].sum()) ** k for g in (-1.0, 0.0, 1.0))
+
+    for k in (2, 4, 8):
+        assert tie(0.5, k) > tie(1.0, k) + 0.05, (k, tie(0.5, k), tie(1.0, k))
+    assert tie(1.0, 2) > tie(1.0, 4) > tie(1.0, 8)

@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from benchmarks import provenance, science, science_verify
+from benchmarks import claims, provenance, science, science_verify
 
 
 @pytest.fixture
@@ -19,6 +19,7 @@ def table(tmp_path, monkeypatch):
     path = tmp_path / "science.json"
     path.write_text(json.dumps(record))
     monkeypatch.setattr(provenance, "capability", lambda: record["capability"])
+    monkeypatch.setattr(claims, "run_tests", lambda ids: set(ids))    # the ledger's tests pass (run: ~30 s)
     native = record["results"][record["seeds"].index(0)]
     by_name = science.criteria_by_name()
     default = {}
@@ -47,6 +48,34 @@ def test_identical_figures_restamp_the_table(table, monkeypatch):
     record = json.loads(path.read_text())
     assert record["inputs"] == provenance.inputs("science.json", provenance.REPO, record["ledger_tests"])
     assert record["verified"][-1]["commit"] == provenance.commit()
+    assert f"The ledger then: `{record['verified'][-1]['claims']}`" in science.markdown(path), \
+        "the README's table shows the ledger as the re-stamp judged it (it may have grown since the run)"
+
+
+def test_the_ledgers_tests_are_run_now_and_recorded(table, monkeypatch):
+    """A test the ledger cites since the table was made is run, as every test it cites, and recorded."""
+    path, native, default = table
+    rerunning(monkeypatch, native, default)
+    record = json.loads(path.read_text())
+    new = claims.cited_tests()[0]
+    record["tests_passed"].remove(new)                          # the table's run never ran it
+    path.write_text(json.dumps(record))
+    ran = []
+    monkeypatch.setattr(claims, "run_tests", lambda ids: ran.extend(ids) or set(ids))
+    ok, lines = science_verify.verify(path)
+    assert ok, lines
+    assert ran == claims.cited_tests() and new in json.loads(path.read_text())["tests_passed"]
+
+
+def test_control_a_ledger_test_that_fails_now_leaves_the_table_as_it_was(table, monkeypatch):
+    path, native, default = table
+    rerunning(monkeypatch, native, default)
+    failing = claims.cited_tests()[0]
+    monkeypatch.setattr(claims, "run_tests", lambda ids: set(ids) - {failing})
+    before = path.read_text()
+    ok, lines = science_verify.verify(path)
+    assert not ok and "not all backed" in lines[0]
+    assert path.read_text() == before
 
 
 @pytest.mark.parametrize("setting", ["native", "default"])
