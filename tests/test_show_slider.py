@@ -116,3 +116,66 @@ def test_first_figure_freezes_matplotlib():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])
     assert int(res.stdout) > 30_000, res.stdout
+
+
+def test_a_redo_of_the_static_picture_waits_in_a_kernel_until_the_slider_rests(monkeypatch):
+    """redo_still() puts a new static picture in place of the one shown (an update of the output's display
+    id): at once without an event loop; in a kernel (a running loop) once the slider has rested, since
+    the output re-drawn would end a drag; once."""
+    import asyncio
+
+    from course_utils.views import base
+
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda data, **kwargs: shown.append(kwargs))
+    view, slider = Frames(), widgets.FloatSlider(value=0.5, min=0.0, max=1.0)
+    show_slider(view, slider, "x").redo_still()                         # no loop: at once
+    assert [s["update"] for s in shown] == [False, True] and shown[0]["display_id"] == shown[1]["display_id"]
+
+    async def moves(rest_s, then_s):
+        """redo_still() waiting rest_s, then the slider moving twice with a rest of then_s, and once more."""
+        shown.clear()
+        slider = widgets.FloatSlider(value=0.5, min=0.0, max=1.0)
+        monkeypatch.setattr(base, "STILL_AFTER_REST_S", rest_s)
+        show_slider(view, slider, "x").redo_still()
+        monkeypatch.setattr(base, "STILL_AFTER_REST_S", then_s)
+        for value in (0.25, 0.3, 0.75):
+            slider.value = value
+            await asyncio.sleep(0.01)
+        return [s["update"] for s in shown]
+
+    assert asyncio.run(moves(3600.0, 3600.0)) == [False]                 # never rested
+    assert asyncio.run(moves(3600.0, 0.0)) == [False, True]              # each move waits anew: rested, once
+
+
+def test_at_request_end_runs_a_task_once_when_the_cell_has_run(monkeypatch):
+    """at_request_end: nothing without an event loop; in a kernel the task runs once, at the cell's end
+    (post_run_cell: inside the cell's request, which a notebook client keeps), not again on the loop's
+    turn (nor an error there) nor at a later cell's end; shown outside a cell (no IPython shell), on the
+    loop's next turn."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from IPython.core.events import EventManager, available_events
+
+    from course_utils.views.base import at_request_end
+
+    ran = []
+    assert at_request_end(lambda: ran.append("script")) is False and ran == []
+    events = EventManager(None, available_events)
+
+    async def cell(shell):
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: ran.append("error on the loop"))
+        monkeypatch.setattr("IPython.get_ipython", lambda: shell)
+        assert at_request_end(lambda: ran.append("task"))
+        before = list(ran)
+        if shell is not None:
+            events.trigger("post_run_cell", None)                   # the cell has run
+        during = list(ran)
+        await asyncio.sleep(0.01)                                   # the loop's turns
+        events.trigger("post_run_cell", None)                       # a later cell
+        return before, during, list(ran)
+
+    assert asyncio.run(cell(SimpleNamespace(events=events))) == ([], ["task"], ["task"])
+    ran.clear()
+    assert asyncio.run(cell(None)) == ([], [], ["task"])
