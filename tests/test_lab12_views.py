@@ -524,7 +524,7 @@ def test_critic_view_frame_redraws_its_numbers_only(critic_view):
     assert title.axes.title not in critic_view.frame.dynamic and "GAE(λ)" in title.axes.get_title()
 
 
-def test_critic_view_first_draw_leaves_the_fit_to_the_first_move(lab12, monkeypatch):
+def test_critic_view_first_draw_leaves_the_fit_to_the_first_move(lab12, outside_a_kernel, monkeypatch):
     """show() draws the exact values alone, fits no critic and says what comes; the slider's first move
     fits it (once), draws the four panels and puts a complete static picture in place of the first one."""
     import course_utils.views.critic as critic_view
@@ -553,9 +553,10 @@ def test_critic_view_first_draw_leaves_the_fit_to_the_first_move(lab12, monkeypa
     assert len(fits) == 1 and len(shown) == 2                                  # fitted once, the picture made once more
 
 
-def _kernel_critic_view(lab12, monkeypatch, ppo_rlhf_loss=None):
-    """A CriticView shown as in a kernel (inside an event loop, with IPython's cell events): (shown, fits,
-    events, view) after show(), before the cell's end."""
+def _kernel_critic_view(lab12, monkeypatch, ppo_rlhf_loss=None, shell=True):
+    """A CriticView shown as in a kernel (inside an event loop, with a kernel's shell and its cell events;
+    ``shell=False``: a running loop with no shell, as another library's): (shown, fits, events, view, cell),
+    cell() showing the view inside the loop."""
     import asyncio
     from types import SimpleNamespace
 
@@ -568,7 +569,8 @@ def _kernel_critic_view(lab12, monkeypatch, ppo_rlhf_loss=None):
     fit = critic_view.fit_critic
     monkeypatch.setattr(critic_view, "fit_critic", lambda *args: fits.append(1) or fit(*args))
     events = EventManager(None, available_events)
-    monkeypatch.setattr("IPython.get_ipython", lambda: SimpleNamespace(events=events))
+    if shell:
+        monkeypatch.setattr("IPython.get_ipython", lambda: SimpleNamespace(events=events, kernel=SimpleNamespace()))
     v = views.CriticView(cache_of(lambda cfg: fake_history()), lab12["RLHFConfig"](), lab12["kl_penalized_rewards"],
                          lab12["gae_per_token"], ppo_rlhf_loss or lab12["ppo_rlhf_loss"], fit_iters=1, n_eval=200)
 
@@ -579,7 +581,7 @@ def _kernel_critic_view(lab12, monkeypatch, ppo_rlhf_loss=None):
     return shown, fits, events, v, cell
 
 
-def test_critic_view_completes_itself_in_a_kernel_when_the_cell_has_run(lab12, monkeypatch):
+def test_critic_view_completes_itself_in_a_kernel_when_the_cell_has_run(lab12, outside_a_kernel, monkeypatch):
     """In a kernel, show() draws the exact values alone and says the critic is being fitted; when the cell
     has run (post_run_cell: before the request ends, so a notebook run by nbclient keeps it) the critic is
     fitted once, the widget's frame and the static picture are made again, complete, at once, and torch's
@@ -609,12 +611,12 @@ def test_critic_view_completes_itself_in_a_kernel_when_the_cell_has_run(lab12, m
     asyncio.run(run())
 
 
-def test_critic_view_completes_itself_outside_a_cell_on_the_loops_next_turn(lab12, monkeypatch):
-    """Shown in a kernel outside a cell (no post_run_cell comes): completed on the event loop's next turn."""
+def test_critic_view_completes_itself_outside_a_cell_on_the_loops_next_turn(lab12, outside_a_kernel, monkeypatch):
+    """Shown in a kernel outside a cell (a widget's message: no post_run_cell comes): completed on the event
+    loop's next turn."""
     import asyncio
 
     shown, fits, events, v, cell = _kernel_critic_view(lab12, monkeypatch)
-    monkeypatch.setattr("IPython.get_ipython", lambda: None)
 
     async def run():
         await cell()
@@ -625,7 +627,23 @@ def test_critic_view_completes_itself_outside_a_cell_on_the_loops_next_turn(lab1
     asyncio.run(run())
 
 
-def test_critic_view_completion_reports_a_failing_function_in_the_caption(lab12, monkeypatch):
+def test_critic_view_in_a_loop_that_is_no_kernels_leaves_the_fit_to_the_first_move(lab12, outside_a_kernel, monkeypatch):
+    """A running event loop without a kernel's shell (another library's in a plain process, as Playwright's
+    sync API leaves marked running while it is open): the view does as in a script, fitting nothing by itself."""
+    import asyncio
+
+    shown, fits, events, v, cell = _kernel_critic_view(lab12, monkeypatch, shell=False)
+
+    async def run():
+        await cell()
+        await asyncio.sleep(0.01)                                           # the loop's turns: nothing comes
+        slider, note, frame = v.widget.children
+        assert not fits and len(shown) == 1 and "fitted when you first move the slider" in note.value
+
+    asyncio.run(run())
+
+
+def test_critic_view_completion_reports_a_failing_function_in_the_caption(lab12, outside_a_kernel, monkeypatch):
     """A student's function that fails in the fit: the caption says so, the first picture stays, nothing raises."""
     import asyncio
     from types import SimpleNamespace

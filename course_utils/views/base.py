@@ -400,9 +400,17 @@ def show_slider(view, slider, describe):
 
 
 def kernel_loop():
-    """The running event loop of the kernel the caller runs in (ipykernel's), or None (a script, a test)."""
-    import asyncio
+    """The running event loop of the Jupyter kernel the caller runs in, or None (a script, a test).
 
+    In a kernel means IPython's shell is a kernel's (ipykernel's, which has a ``kernel``), not merely that
+    a loop runs: another library's loop can read as running in a plain process (Playwright's sync API
+    marks its own so for as long as it is open), and a view there has no kernel to complete it."""
+    import asyncio
+    import sys
+
+    ipython = sys.modules.get("IPython")            # not imported: no shell, and not imported for the asking
+    if getattr(ipython and ipython.get_ipython(), "kernel", None) is None:
+        return None
     try:
         return asyncio.get_running_loop()
     except RuntimeError:
@@ -411,8 +419,8 @@ def kernel_loop():
 
 def at_request_end(task):
     """In a kernel, run ``task()`` once when the request now running ends: after the cell's code
-    (IPython's post_run_cell), or, outside a cell, on the event loop's next turn. True if scheduled;
-    False (nothing done) without an event loop.
+    (IPython's post_run_cell), or, outside a cell (a widget's message), on the event loop's next turn.
+    True if scheduled; False (nothing done) outside a kernel (``kernel_loop``).
 
     Not later, on an idle kernel: a notebook client that runs the notebook (nbclient, so ``jupyter
     nbconvert --execute``, nbgrader) keeps only the outputs whose parent is the request it is waiting
@@ -420,20 +428,18 @@ def at_request_end(task):
     an update sent after the request's end never reaches the notebook it saves."""
     from IPython import get_ipython
 
-    loop, shell = kernel_loop(), get_ipython()
+    loop = kernel_loop()
     if loop is None:
         return False
-    events = getattr(shell, "events", None)
+    events = get_ipython().events                  # a kernel's shell (kernel_loop)
 
     def run(*_):
-        if events is not None:
-            events.unregister("post_run_cell", run)
+        events.unregister("post_run_cell", run)
         turn.cancel()
         task()
 
     turn = loop.call_soon(run)                     # outside a cell: after this request; in one, the hook comes first
-    if events is not None:
-        events.register("post_run_cell", run)
+    events.register("post_run_cell", run)
     return True
 
 
