@@ -98,3 +98,20 @@ def postgres():
         requirements.missing("postgres", str(missing))
     yield server
     server.stop()
+
+
+@pytest.fixture
+def outside_a_kernel(monkeypatch):
+    """A test of the views' kernel logic (course_utils.views.base.kernel_loop) starts as a script does: no
+    IPython shell and no event loop marked running in this thread, whatever an earlier test in the worker
+    left (the browser tests' Playwright marks its loop running while it is open, where asyncio.run refuses
+    to start); both as they were afterwards. A test plays the kernel with a shell of its own."""
+    import asyncio
+
+    monkeypatch.setattr("IPython.get_ipython", lambda: None)
+    left = asyncio._get_running_loop()
+    asyncio._set_running_loop(None)
+    try:
+        yield
+    finally:
+        asyncio._set_running_loop(left)

@@ -524,6 +524,147 @@ def test_critic_view_frame_redraws_its_numbers_only(critic_view):
     assert title.axes.title not in critic_view.frame.dynamic and "GAE(λ)" in title.axes.get_title()
 
 
+def test_critic_view_first_draw_leaves_the_fit_to_the_first_move(lab12, outside_a_kernel, monkeypatch):
+    """show() draws the exact values alone, fits no critic and says what comes; the slider's first move
+    fits it (once), draws the four panels and puts a complete static picture in place of the first one."""
+    import course_utils.views.critic as critic_view
+
+    shown, fits = [], []
+    monkeypatch.setattr("IPython.display.display", lambda data, **kwargs: shown.append((data, kwargs)))
+    fit = critic_view.fit_critic
+    monkeypatch.setattr(critic_view, "fit_critic", lambda *args: fits.append(1) or fit(*args))
+    v = views.CriticView(cache_of(lambda cfg: fake_history()), lab12["RLHFConfig"](), lab12["kl_penalized_rewards"],
+                         lab12["gae_per_token"], lab12["ppo_rlhf_loss"], fit_iters=1, n_eval=200)
+    v.show()
+    slider, note, frame = v.widget.children
+    (first, how), = shown
+    assert not fits and v.critic is None
+    assert "fitted when you first move the slider" in note.value and "with the critic" not in note.value
+    assert "come with the slider's first move" in first["text/plain"] and "come with the slider" in frame.value
+    assert "exact V^pi (smallest at lambda = 0)" in first["text/plain"]        # what the first frame draws
+    slider.value = 0.5                                                         # the first move
+    assert len(fits) == 1 and v.critic is not None
+    assert "0.5: RMS error of the returns" in note.value and "with the critic" in note.value
+    (again, how_again), = shown[1:]
+    assert how_again["update"] and how_again["display_id"] == how["display_id"]
+    assert "learned critic's values" in again["text/plain"] and "first move" not in again["text/plain"]
+    assert again["image/png"] != first["image/png"]
+    slider.value = 0.1
+    assert len(fits) == 1 and len(shown) == 2                                  # fitted once, the picture made once more
+
+
+def _kernel_critic_view(lab12, monkeypatch, ppo_rlhf_loss=None, shell=True):
+    """A CriticView shown as in a kernel (inside an event loop, with a kernel's shell and its cell events;
+    ``shell=False``: a running loop with no shell, as another library's): (shown, fits, events, view, cell),
+    cell() showing the view inside the loop."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from IPython.core.events import EventManager, available_events
+
+    import course_utils.views.critic as critic_view
+
+    shown, fits = [], []
+    monkeypatch.setattr("IPython.display.display", lambda data, **kwargs: shown.append((data, kwargs)))
+    fit = critic_view.fit_critic
+    monkeypatch.setattr(critic_view, "fit_critic", lambda *args: fits.append(1) or fit(*args))
+    events = EventManager(None, available_events)
+    if shell:
+        monkeypatch.setattr("IPython.get_ipython", lambda: SimpleNamespace(events=events, kernel=SimpleNamespace()))
+    v = views.CriticView(cache_of(lambda cfg: fake_history()), lab12["RLHFConfig"](), lab12["kl_penalized_rewards"],
+                         lab12["gae_per_token"], ppo_rlhf_loss or lab12["ppo_rlhf_loss"], fit_iters=1, n_eval=200)
+
+    async def cell():
+        v.show()
+        return asyncio.get_running_loop()
+
+    return shown, fits, events, v, cell
+
+
+def test_critic_view_completes_itself_in_a_kernel_when_the_cell_has_run(lab12, outside_a_kernel, monkeypatch):
+    """In a kernel, show() draws the exact values alone and says the critic is being fitted; when the cell
+    has run (post_run_cell: before the request ends, so a notebook run by nbclient keeps it) the critic is
+    fitted once, the widget's frame and the static picture are made again, complete, at once, and torch's
+    global RNG is as the cell left it. Nothing more happens on the loop's next turn or on a move."""
+    import asyncio
+
+    shown, fits, events, v, cell = _kernel_critic_view(lab12, monkeypatch)
+
+    async def run():
+        await cell()
+        slider, note, frame = v.widget.children
+        (first, how), = shown
+        assert not fits and "being fitted" in note.value and "in a moment" in first["text/plain"]
+        torch.manual_seed(7)
+        rng = torch.get_rng_state()
+        events.trigger("post_run_cell", None)                                 # the cell has run
+        assert len(fits) == 1 and torch.equal(torch.get_rng_state(), rng)
+        assert "with the critic" in note.value and "in a moment" not in frame.value
+        (again, how_again), = shown[1:]
+        assert how_again["update"] and how_again["display_id"] == how["display_id"]
+        assert "learned critic's values" in again["text/plain"] and "in a moment" not in again["text/plain"]
+        await asyncio.sleep(0.01)                                            # the loop's turns: done already
+        events.trigger("post_run_cell", None)                                # a later cell: nothing
+        slider.value = 0.5
+        assert len(fits) == 1 and len(shown) == 2
+
+    asyncio.run(run())
+
+
+def test_critic_view_completes_itself_outside_a_cell_on_the_loops_next_turn(lab12, outside_a_kernel, monkeypatch):
+    """Shown in a kernel outside a cell (a widget's message: no post_run_cell comes): completed on the event
+    loop's next turn."""
+    import asyncio
+
+    shown, fits, events, v, cell = _kernel_critic_view(lab12, monkeypatch)
+
+    async def run():
+        await cell()
+        assert not fits and len(shown) == 1
+        await asyncio.sleep(0.01)
+        assert len(fits) == 1 and len(shown) == 2 and "learned critic's values" in shown[1][0]["text/plain"]
+
+    asyncio.run(run())
+
+
+def test_critic_view_in_a_loop_that_is_no_kernels_leaves_the_fit_to_the_first_move(lab12, outside_a_kernel, monkeypatch):
+    """A running event loop without a kernel's shell (another library's in a plain process, as Playwright's
+    sync API leaves marked running while it is open): the view does as in a script, fitting nothing by itself."""
+    import asyncio
+
+    shown, fits, events, v, cell = _kernel_critic_view(lab12, monkeypatch, shell=False)
+
+    async def run():
+        await cell()
+        await asyncio.sleep(0.01)                                           # the loop's turns: nothing comes
+        slider, note, frame = v.widget.children
+        assert not fits and len(shown) == 1 and "fitted when you first move the slider" in note.value
+
+    asyncio.run(run())
+
+
+def test_critic_view_completion_reports_a_failing_function_in_the_caption(lab12, outside_a_kernel, monkeypatch):
+    """A student's function that fails in the fit: the caption says so, the first picture stays, nothing raises."""
+    import asyncio
+    from types import SimpleNamespace
+
+    def broken(*args):
+        raise ValueError("a bug in Task 5")
+
+    shown, fits, events, v, cell = _kernel_critic_view(lab12, monkeypatch, ppo_rlhf_loss=broken)
+
+    async def run():
+        await cell()
+        raised = []
+        events.print_on_error, events.shell = False, SimpleNamespace(showtraceback=lambda: raised.append(1))
+        events.trigger("post_run_cell", None)
+        slider, note, frame = v.widget.children
+        assert not raised and "raised ValueError: a bug in Task 5" in note.value
+        assert v.critic is None and len(shown) == 1
+
+    asyncio.run(run())
+
+
 def test_critic_view_waits_for_unfinished_parts(capsys, lab12):
     with needs("Tasks 3, 4 and 5"):
         views.CriticView(RunCache(load_sft()), Cfg(), None, None, None).show()        # no reward model yet

@@ -116,3 +116,100 @@ def test_first_figure_freezes_matplotlib():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])
     assert int(res.stdout) > 30_000, res.stdout
+
+
+def a_kernels_shell(events=None):
+    """A stand-in for ipykernel's shell (get_ipython() in a kernel): its cell events and its ``kernel``."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(events=events, kernel=SimpleNamespace())
+
+
+def test_kernel_loop_is_a_kernels_running_loop_only(outside_a_kernel, monkeypatch):
+    """kernel_loop(): the running loop only where IPython's shell is a kernel's; a loop that runs in a plain
+    process (another library's, a test's) is no kernel, nor is a kernel's shell outside its loop."""
+    import asyncio
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from course_utils.views.base import kernel_loop
+
+    async def inside(shell):
+        monkeypatch.setattr("IPython.get_ipython", lambda: shell)
+        return kernel_loop(), asyncio.get_running_loop()
+
+    assert asyncio.run(inside(None))[0] is None                          # a running loop, no shell
+    assert asyncio.run(inside(InteractiveShell()))[0] is None            # IPython's, not a kernel's
+    loop, running = asyncio.run(inside(a_kernels_shell()))
+    assert loop is running                                               # a kernel's shell in its loop
+    assert kernel_loop() is None                                         # the same shell, no loop running
+
+
+def test_a_redo_of_the_static_picture_waits_in_a_kernel_until_the_slider_rests(outside_a_kernel, monkeypatch):
+    """redo_still() puts a new static picture in place of the one shown (an update of the output's display
+    id): at once outside a kernel; in a kernel (its shell, its running loop) once the slider has rested,
+    since the output re-drawn would end a drag; once."""
+    import asyncio
+
+    from course_utils.views import base
+
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda data, **kwargs: shown.append(kwargs))
+    view, slider = Frames(), widgets.FloatSlider(value=0.5, min=0.0, max=1.0)
+    show_slider(view, slider, "x").redo_still()                         # no loop: at once
+    assert [s["update"] for s in shown] == [False, True] and shown[0]["display_id"] == shown[1]["display_id"]
+    monkeypatch.setattr("IPython.get_ipython", a_kernels_shell)
+
+    async def moves(rest_s, then_s):
+        """redo_still() waiting rest_s, then the slider moving twice with a rest of then_s, and once more."""
+        shown.clear()
+        slider = widgets.FloatSlider(value=0.5, min=0.0, max=1.0)
+        monkeypatch.setattr(base, "STILL_AFTER_REST_S", rest_s)
+        show_slider(view, slider, "x").redo_still()
+        monkeypatch.setattr(base, "STILL_AFTER_REST_S", then_s)
+        for value in (0.25, 0.3, 0.75):
+            slider.value = value
+            await asyncio.sleep(0.01)
+        return [s["update"] for s in shown]
+
+    assert asyncio.run(moves(3600.0, 3600.0)) == [False]                 # never rested
+    assert asyncio.run(moves(3600.0, 0.0)) == [False, True]              # each move waits anew: rested, once
+
+
+def test_at_request_end_runs_a_task_once_when_the_cell_has_run(outside_a_kernel, monkeypatch):
+    """at_request_end: nothing outside a kernel; in a kernel the task runs once, at the cell's end
+    (post_run_cell: inside the cell's request, which a notebook client keeps), not again on the loop's
+    turn (nor an error there) nor at a later cell's end; shown outside a cell (a widget's message: no
+    post_run_cell comes), on the loop's next turn."""
+    import asyncio
+
+    from IPython.core.events import EventManager, available_events
+
+    from course_utils.views.base import at_request_end
+
+    ran = []
+    assert at_request_end(lambda: ran.append("script")) is False and ran == []
+
+    async def loop_of_no_kernel():
+        scheduled = at_request_end(lambda: ran.append("task"))
+        await asyncio.sleep(0.01)
+        return scheduled
+
+    assert asyncio.run(loop_of_no_kernel()) is False and ran == []     # a running loop, no kernel's shell
+    events = EventManager(None, available_events)
+
+    async def request(in_a_cell):
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: ran.append("error on the loop"))
+        assert at_request_end(lambda: ran.append("task"))
+        before = list(ran)
+        if in_a_cell:
+            events.trigger("post_run_cell", None)                   # the cell has run
+        during = list(ran)
+        await asyncio.sleep(0.01)                                   # the loop's turns
+        events.trigger("post_run_cell", None)                       # a later cell
+        return before, during, list(ran)
+
+    monkeypatch.setattr("IPython.get_ipython", lambda: a_kernels_shell(events))
+    assert asyncio.run(request(True)) == ([], ["task"], ["task"])
+    ran.clear()
+    assert asyncio.run(request(False)) == ([], [], ["task"])

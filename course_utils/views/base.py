@@ -306,6 +306,9 @@ def _in_view_locator(*args, **kwargs):
     return InView(*args, **kwargs)
 
 
+STILL_AFTER_REST_S = 1.0        # show_slider's redo_still: how long the slider rests before the output is re-drawn
+
+
 def show_slider(view, slider, describe):
     """Display ``slider``, a caption and the frame ``view.update(value)`` in an HTML widget: a PNG as an
     ``<img>`` with its alt text ``view.alt()`` (``img_html``), or the view's HTML; next to the widget, a
@@ -321,8 +324,15 @@ def show_slider(view, slider, describe):
     limit, 0 of 150 with the PNG in an HTML widget.
 
     Returns the VBox (slider, caption, frame). A student's function that fails at some slider value
-    is reported in the caption; the last good frame stays.
+    is reported in the caption; the last good frame stays. The box's ``redo_still()`` makes the static
+    picture again and puts it in place of the one shown (the output's display id): for a view whose
+    frames gain, after its first draw, what that draw left for later (CriticView's critic). In a kernel
+    it does so once the slider has rested for STILL_AFTER_REST_S (the output re-drawn ends a drag).
+    The box's ``complete()`` makes the frame at the slider's value again and, with it, the static
+    picture at once: for such a view, completing itself when the kernel is free (at_request_end).
     """
+    import uuid
+
     import ipywidgets as widgets
     from IPython.display import display
 
@@ -342,21 +352,95 @@ def show_slider(view, slider, describe):
             return
         show(png_or_html, "" if isinstance(png_or_html, str) else view.alt(), view.caption())
 
-    start = slider.value
-    still, at_start = static_frames(view, slider_positions(slider), describe, start=start)
+    start, positions = slider.value, slider_positions(slider)
+    still, at_start = static_frames(view, positions, describe, start=start)
     slider.observe(lambda change: redraw(change["new"]), names="value")
     if at_start is None:                           # a frame failed: the start's own redraw says why
         redraw(start)
     else:                                          # the static picture's frame at the start, made once
         show(*at_start)
     box = widgets.VBox([slider, note, frame])
-    data = box._repr_mimebundle_()                 # the widget, for front-ends that have widgets
-    metadata = {}
-    if still is not None:
-        extra, metadata = still
-        data.update(extra)                         # the picture (or tables) for those that have none
-    display(data, metadata=metadata, raw=True)
+    shown = uuid.uuid4().hex                       # the output's display id
+
+    def output(still, update=False):
+        data = box._repr_mimebundle_()             # the widget, for front-ends that have widgets
+        metadata = {}
+        if still is not None:
+            extra, metadata = still
+            data.update(extra)                     # the picture (or tables) for those that have none
+        display(data, metadata=metadata, raw=True, display_id=shown, update=update)
+
+    resting = []                                   # a redo of the static picture, waiting for the slider to rest
+
+    def redo():
+        resting.clear()
+        again = static_frames(view, positions, describe)
+        if again is not None:                      # a frame failed: the picture shown stays
+            output(again, update=True)
+
+    def redo_still():
+        loop = kernel_loop()                       # a kernel's: the widget's moves come through it
+        if loop is None:                           # none (a script, a test): at once
+            return redo()
+        for waiting in resting:                    # putting the output in place re-draws the widget, which
+            waiting.cancel()                       # would end a drag: only once the slider has rested
+        resting[:] = [loop.call_later(STILL_AFTER_REST_S, redo)]
+
+    def complete():
+        redraw(slider.value)                       # the view's frame as it is now (a failure: the caption says why)
+        for waiting in resting:                    # and, if it was made, the static picture, at once: no drag
+            waiting.cancel()                       # is under way (the kernel was busy until now)
+        if resting:
+            redo()
+
+    slider.observe(lambda change: resting and redo_still(), names="value")     # still moving: wait on
+    output(still)
+    box.redo_still, box.complete = redo_still, complete
     return box
+
+
+def kernel_loop():
+    """The running event loop of the Jupyter kernel the caller runs in, or None (a script, a test).
+
+    In a kernel means IPython's shell is a kernel's (ipykernel's, which has a ``kernel``), not merely that
+    a loop runs: another library's loop can read as running in a plain process (Playwright's sync API
+    marks its own so for as long as it is open), and a view there has no kernel to complete it."""
+    import asyncio
+    import sys
+
+    ipython = sys.modules.get("IPython")            # not imported: no shell, and not imported for the asking
+    if getattr(ipython and ipython.get_ipython(), "kernel", None) is None:
+        return None
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def at_request_end(task):
+    """In a kernel, run ``task()`` once when the request now running ends: after the cell's code
+    (IPython's post_run_cell), or, outside a cell (a widget's message), on the event loop's next turn.
+    True if scheduled; False (nothing done) outside a kernel (``kernel_loop``).
+
+    Not later, on an idle kernel: a notebook client that runs the notebook (nbclient, so ``jupyter
+    nbconvert --execute``, nbgrader) keeps only the outputs whose parent is the request it is waiting
+    on, sends the next cell the moment one ends (no idle time) and stops the kernel after the last;
+    an update sent after the request's end never reaches the notebook it saves."""
+    from IPython import get_ipython
+
+    loop = kernel_loop()
+    if loop is None:
+        return False
+    events = get_ipython().events                  # a kernel's shell (kernel_loop)
+
+    def run(*_):
+        events.unregister("post_run_cell", run)
+        turn.cancel()
+        task()
+
+    turn = loop.call_soon(run)                     # outside a cell: after this request; in one, the hook comes first
+    events.register("post_run_cell", run)
+    return True
 
 
 def img_html(png, alt):
@@ -457,4 +541,4 @@ def _rows(image, width):
 
 
 __all__ = ["View", "palette", "series", "image_output", "show_png", "plain", "figure_png", "Png", "png_bytes", "canvas_png", "Figure",
-           "PngFigure", "FastFigure", "log_axis", "few_ticks", "show_slider", "img_html", "slider_positions", "static_frames", "stack_pngs"]
+           "PngFigure", "FastFigure", "log_axis", "few_ticks", "show_slider", "kernel_loop", "at_request_end", "img_html", "slider_positions", "static_frames", "stack_pngs"]

@@ -66,9 +66,12 @@ def _chromium_or_skip():
     return CHROMIUM
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """One headless chromium for the session (Playwright gives each launch a fresh profile)."""
+    """One headless chromium for a test file (Playwright gives each launch a fresh profile). Not for the
+    session: while Playwright's sync API is open its event loop reads as running in this thread, so every
+    later test file of the worker would find a running loop (asyncio.run refuses to start; a view would
+    take it for a kernel's). Under `make test` each browser file has a worker's session to itself anyway."""
     executable = _chromium_or_skip()
     try:
         from playwright import sync_api
@@ -151,9 +154,9 @@ def lab_server(tmp_path_factory):
         log.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def tab(browser):
-    """One browser page for the session's notebook tests: JupyterLab loads in it once and each test opens
+    """One browser page for a file's notebook tests: JupyterLab loads in it once and each test opens
     its notebook in that app (jlab.open_notebook), as a student opens one notebook after another."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     pg = context.new_page()
