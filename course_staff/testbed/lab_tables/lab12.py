@@ -97,6 +97,13 @@ TABLE = Lab("lab12", tasks=(
     task("ppo_rlhf_loss", ("test_ppo_rlhf_loss", "test_ppo_rlhf_loss_value", "test_ppo_rlhf_loss_clip_frac"),
          mistakes=(
         M("ppo_max", (("torch.min(unclipped, clipped)", "torch.max(unclipped, clipped)"),), "max instead of min", parts=POLICY),
+        M("ppo_only_clipped", (("masked_mean(torch.min(unclipped, clipped), mask)", "masked_mean(clipped, mask)"),),
+          "only the clipped term", parts=POLICY),
+        M("ppo_clamp_swapped", (("torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps)", "torch.clamp(ratio, 1 + clip_eps, 1 - clip_eps)"),),
+          "clamp with its bounds swapped", parts=POLICY),
+        M("ppo_clipped_advantage", (("torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * advantages",
+                                     "ratio * torch.clamp(advantages, 1 - clip_eps, 1 + clip_eps)"),),
+          "the advantage clipped instead of the ratio", parts=POLICY),
         M("ppo_plain_mean", (("masked_mean(torch.min(unclipped, clipped), mask)", "torch.min(unclipped, clipped).mean()"),),
           "a plain mean over all positions", parts=POLICY),
         M("ppo_one_sided_clip_frac", (("((ratio - 1).abs() > clip_eps)", "((ratio - 1) > clip_eps)"),),
