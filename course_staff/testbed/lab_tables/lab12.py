@@ -73,6 +73,12 @@ TABLE = Lab("lab12", tasks=(
     task("gae_per_token", ("test_gae_per_token", "test_gae_per_token_returns", "test_gae_per_token_inputs"),
          mistakes=(
         M("gae_value_leak", (("values = values * mask", "values = values * 1.0"),), "leaked in", parts=ADV),
+        M("gae_no_mask", (("values = values * mask", "values = values * 1.0"),
+                           ("next_adv = (delta + gamma * lam * next_adv) * mask[:, t]", "next_adv = delta + gamma * lam * next_adv"),
+                           ("returns = (advantages + values) * mask", "returns = advantages + values")),
+          "the mask was not used", parts=ADV + RET),
+        M("gae_skips_last_column", (("reversed(range(T))", "reversed(range(T - 1))"),), "the loop skips the last column",
+          parts=ADV),
         M("gae_no_lambda", (("gamma * lam * next_adv", "gamma * next_adv"),), "lambda is missing", parts=ADV),
         M("gae_returns_are_advantages", (("returns = (advantages + values) * mask", "returns = advantages"),),
           "the returns are the advantages", parts=RET),
