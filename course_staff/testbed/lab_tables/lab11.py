@@ -32,11 +32,6 @@ TABLE = Lab("lab11", tasks=(
         M("rl_fixed_prompt_len", (("logits[:, prompt_len - 1:-1]", "logits[:, 4:-1]"), ("ids[:, prompt_len:]", "ids[:, 5:]")),
           "shape"),
         M("rl_detached", (("return logp.gather", "return logp.detach().gather"),), "no gradient"),
-        # padding keeps the model's log-prob, -inf where its logit is -inf (the contract and a visible check say so)
-        M("rl_clamped", (("dim=-1)     #", "dim=-1).clamp(min=-1e9)     #"),), "no clamp, no nan_to_num"),
-        M("rl_nan_to_num", (("logp = F.log_softmax(logits[:, prompt_len - 1:-1], dim=-1)",
-                             "logp = torch.nan_to_num(F.log_softmax(logits[:, prompt_len - 1:-1], dim=-1))"),),
-          "no clamp, no nan_to_num"),
     ), variants=(
         _v("ok_cross_entropy",
            '    return -F.cross_entropy(logits[:, prompt_len - 1:-1].transpose(1, 2), ids[:, prompt_len:],\n'
