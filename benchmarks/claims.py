@@ -121,8 +121,6 @@ CLAIMS = (
       T + "test_on_the_toy_k1_in_the_reward_follows_the_gradient_of_the_kl"),
     C("lab11", r"$k_1$ remains the safer number to *report*, and the estimator's spread should be monitored.",
       T + "test_k1_and_k3_spreads_cross_near_t_0_7", T + "test_the_k1_k3_gap_at_t_0_8_0_6_and_0_4"),
-    C("lab11", r"but heavy-tailed once $\pi$ is much sharper (Question 1b)",
-      T + "test_a_rare_sample_makes_k3s_gradient_enormous_where_k2s_stays_moderate", T + "test_the_k1_k3_gap_at_t_0_8_0_6_and_0_4"),
     C("lab11", r"which keeps $\pi_\theta$ covering what $\pi_{\text{ref}}$ writes but charges little for mass on responses "
       r"$\pi_{\text{ref}}$ rarely writes",
       T + "test_the_reverse_kl_keeps_pi_covering_pi_ref_and_charges_little_for_mass_pi_ref_rarely_writes"),
@@ -134,9 +132,6 @@ CLAIMS = (
       T + "test_lab11_two_token_gap_is_around_1e_15"),
     C("lab11", r"In Lab 12 a learned reward model replaces the answer key and PPO climbs towards $\pi^*$.",
       "beyond.optima.ppo_near_opt"),
-    C("lab11", r"in a loss, only $k_2$'s mean gradient is that of $\mathrm{KL}(\pi \,\|\, \pi_{\text{ref}})$ ($k_1$'s is 0, "
-      r"$k_3$'s that of $\mathrm{KL}(\pi_{\text{ref}} \,\|\, \pi)$, Question 1)",
-      T + "test_only_k2_in_a_loss_follows_the_gradient_of_the_kl", T + "test_on_the_toy_k3_in_a_loss_follows_the_reverse_kl_at_each_state"),
     # ------------------------------------------------------------------ Lab 12
     C("lab12", "It was trained by supervised fine-tuning (SFT) on sloppy demonstrations, so it is often right, sometimes "
       "wrong, and sometimes answers nothing at all.", T + "test_sft_is_right_about_three_times_in_four"),
@@ -200,11 +195,8 @@ CLAIMS = (
       "lab12.ptx.below_default"),
     C("lab12", "every run settles at its own KL, many nats at $\\beta = 0.05$ but a few tenths of a nat at $0.1$",
       "lab12.kl_penalty.small_kl"),
-    C("lab12", "The RM score rises with $d$. The gold score first rises — the policy stops answering blank — peaks "
-      "at a small distance, then falls to $-1$", "lab12.kl_penalty.hack", "lab12.hack.rises_first",
+    C("lab12", "The RM score rises with $d$. The gold score first rises, peaks at a small distance, then falls to $-1$", "lab12.kl_penalty.hack", "lab12.hack.rises_first",
       "lab12.hack.all_malformed"),
-    C("lab12", "**The reward model is a good guide near the data it was fitted on, and a bad one far from it.**",
-      "lab12.improves.improves", "lab12.kl_penalty.hack"),
     C("lab12", "at 0 (greedy) the SFT model hides its blanks; as the temperature rises, malformed answers appear.",
       T + "test_greedy_sft_hides_its_blanks"),
     C("lab12", "each prompt has exactly 22,621 possible responses", T + "test_each_prompt_has_22621_responses"),
@@ -218,15 +210,9 @@ CLAIMS = (
       "failure of the optimizer", "beyond.optima.optimum_hacks", "beyond.optima.ppo_near_opt"),
     C("lab12", "A reward model can be **as accurate as the labels allow** and still be a poor objective",
       "lab12.reward_model.ceiling", "lab12.kl_penalty.hack"),
-    C("lab12", "Optimizing a proxy without restraint **hacks** it: RM score up, gold score down.", "lab12.kl_penalty.hack"),
-    C("lab12", "The **KL penalty** keeps the policy where the proxy is trustworthy, and within that budget RLHF does "
-      "improve on SFT; the adaptive controller lets you set that budget as a KL instead of a $\\beta$.",
-      "lab12.improves.improves", "lab12.kl_penalty.small_kl", "lab12.controller.reaches"),
-    C("lab12", "supervised term on correct answers keeps the SFT model's accuracy in a weakly penalized run",
-      "lab12.ptx.keeps_and_gains"),
+    C("lab12", "The adaptive controller lets you set the penalty as a KL budget instead of a $\\beta$",
+      "lab12.controller.reaches"),
     C("lab12", "Gold against $\\sqrt{\\mathrm{KL}}$ has a peak", "lab12.hack.rises_first", "lab12.hack.all_malformed"),
-    C("lab12", "PPO gets close to the optimum of its objective — and at a small $\\beta$ that optimum hacks the proxy "
-      "too", "beyond.optima.ppo_near_opt", "beyond.optima.optimum_hacks"),
     C("lab12", "Task 5's loss is a *token mean*: in a batch of $N$ real tokens each token weighs $1/N$, so a response "
       "of $L$ tokens weighs $L/N$.", "tests/test_lab12_views.py::test_length_weights_of_a_known_batch"),
     C("lab12", "so that each response weighs $1/B$ and each of its tokens $1/(BL)$",
@@ -244,8 +230,7 @@ CLAIMS = (
       T + "test_train_rlhf_returns_only_the_policy_and_the_history"),
     C("lab12", "so with $V = V^\\pi$ that is exactly $Q^\\pi(x, y_{<t}, y_t)$",
       "tests/test_lab12_views.py::test_critic_view_looks_up_the_exact_values_of_each_token"),
-    C("lab12", "GAE's $\\lambda$ trades the critic's errors, which $\\lambda = 0$ inherits, for the noise of the sampled "
-      "rewards, which grows towards $\\lambda = 1$.",
+    C("lab12", "the error that grows with $\\lambda$ is sampling noise, variance with no bias.",
       "tests/test_lab12_views.py::test_critic_view_looks_up_the_exact_values_of_each_token"),
     C("lab12", "it inherits the critic's errors: a bias (about 0.04 RMS here, the dashed line)", "lab12.critic.bias"),
     C("lab12", "The total is smallest at a large $\\lambda$, between 0.8 and 1 here, close to the default 0.95.",
@@ -304,7 +289,6 @@ CLAIMS = (
     C("lab13", "GRPO with the KL in the reward lands next to $\\pi^*_{RM}$, as Lab 12's PPO does",
       "lab13.grpo.lands", "beyond.optima.ppo_near_opt"),
     C("lab13", "the policy walks off and does not land near $\\pi^*_{RM}$.", "lab13.grpo.lands"),
-    C("lab13", "GRPO as written in Task 4 does not land near $\\pi^*_{RM}$.", "lab13.grpo.lands"),
     C("lab13", "The gold score falls after the first epoch, while the held-out accuracy moves by less than a point",
       "beyond.dpo.overfit", "beyond.dpo.blind"),
     C("lab13", "With the KL in the score, both cells land near $\\pi^*_{RM}$ (within a quarter of a nat), scaled or not",

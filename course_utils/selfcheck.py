@@ -189,15 +189,20 @@ def _stderr(cell):
     return "\n".join(lines)
 
 
-_PART = re.compile(r"checks, (part \d+ of \d+ \([^)]*\)(?::.*)?)$")     # "... Task 4 checks, part 1 of 3 (2 points): ..."
+# "... Task 4 checks, part 1 of 3 (2 points): the advantages" or "... Task 4 checks (tilted_optimum), part 1 of 3
+# (1 point): pi_star. Four responses ...": the function (when the task has two), the part, what it checks (its first
+# sentence)
+_PART = re.compile(r"checks(?: \((?P<function>[^)]*)\))?, (?P<part>part \d+ of \d+ \([^)]*\))(?P<what>:[^.]*)?")
 
 
 def _check_label(cell, heading):
     """The heading of a check cell's task, and the part of the task it checks when its first line names one
     (a task checked in parts has one heading and a cell per part, each with its own points)."""
     part = _PART.search(cell.source.split("\n", 1)[0])
-    if part:
-        heading = f"{re.sub(r' [(][^()]*[)]$', '', heading)}, {part.group(1)}"
+    if part and part.group("function"):        # one of a task's two functions: "Task 4 — tilted_optimum, part 1 ..."
+        heading = f"{heading.split(' — ')[0]} — {part.group('function')}, {part.group('part')}{part.group('what') or ''}"
+    elif part:
+        heading = f"{re.sub(r' [(][^()]*[)]$', '', heading)}, {part.group('part')}{part.group('what') or ''}"
     return f"{heading} [check {cell.metadata['nbgrader'].get('grade_id', '')}]"
 
 

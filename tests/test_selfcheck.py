@@ -58,6 +58,19 @@ def test_a_task_checked_in_parts_names_each_part_and_its_points():
         ("unfinished", "Task 4 — GAE, part 2 of 2 (1 point): the returns [check test_ret]")]
 
 
+def test_each_part_of_one_of_a_tasks_two_functions_gets_its_own_label():
+    """Lab 11's Task 4 has two functions, and its first one three parts: each part is named with its function and
+    the first sentence of what it checks (the cell's first line goes on about the toy)."""
+    heading = nbformat.v4.new_markdown_cell("### Task 4 — `f` (3 points, ~15 min) and `g` (2 points, ~10 min)")
+    parts = [check_cell("test_f", "# [read-only] Task 4 checks (f), part 1 of 2 (1 point): pi_star. Four responses (a,\n"
+                        "check()", points=1),
+             check_cell("test_f_z", "# [read-only] Task 4 checks (f), part 2 of 2 (1 point): log_Z, on part 1's\ncheck()",
+                        points=1)]
+    found = selfcheck.verdicts(notebook(heading, ANSWER, *parts), {})
+    assert [v.label for v in found] == ["Task 4 — f, part 1 of 2 (1 point): pi_star [check test_f]",
+                                        "Task 4 — f, part 2 of 2 (1 point): log_Z, on part 1's [check test_f_z]"]
+
+
 def test_errors_outside_checks_are_reported_and_answers_are_not_checks():
     broken = nbformat.v4.new_code_cell("x = undefined_name")
     nb = notebook(HEADING, ANSWER, broken, check_cell("test_a"))
