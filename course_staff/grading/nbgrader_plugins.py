@@ -114,6 +114,40 @@ def _course_hook_guard():
 _course_hook_found = _course_hook_guard()
 """
 
+# run silently in the kernel before and after each cell with hidden tests: ``_course_module_prints(first)``
+# is a digest of each course_utils module in sys.modules (the module object, and each function, class and
+# callable it holds: identity and bytecode; for the checks' own modules every value, their tolerances too).
+# first=True, at a kernel's start, imports course_utils.checks (numpy only) so that its original is known
+# before any cell runs; a module imported later is known from the first time a guard sees it. A digest
+# that changes means a cell replaced a module in sys.modules or a function or tolerance in one.
+MODULE_GUARD = """
+def _course_module_prints(first):
+    import hashlib, marshal, os, sys, types
+    if first:
+        import course_utils.checks
+    whole = ("course_utils.checks", "course_utils.explore")     # every value counts, tolerances too
+    prints = {}
+    for name, module in list(sys.modules.items()):
+        if name != "course_utils" and not name.startswith("course_utils."):
+            continue
+        if type(module) is not types.ModuleType:
+            prints[name] = "not a module: " + type(module).__name__
+            continue
+        digest = hashlib.sha256(repr((id(module), os.path.realpath(getattr(module, "__file__", "") or ""))).encode())
+        for key, value in sorted(module.__dict__.items()):
+            if key.startswith("__"):
+                continue
+            if type(value) is types.FunctionType:
+                digest.update(repr((key, id(value), id(value.__code__), value.__defaults__)).encode())
+                digest.update(marshal.dumps(value.__code__))
+            elif callable(value) or isinstance(value, types.ModuleType):
+                digest.update(repr((key, id(value))).encode())
+            elif name in whole:
+                digest.update(repr((key, value)).encode())
+        prints[name] = digest.hexdigest()
+    return prints
+"""
+
 
 def has_hidden_tests(cell):
     return HIDDEN_BEGIN in cell.get("source", "")
@@ -129,6 +163,34 @@ def hidden_lines(cell, shortest=16, hidden=True):
         elif inside == hidden and len(line.strip()) >= shortest:
             lines.append(line.strip())
     return lines
+
+
+def hidden_in_function(source):
+    """``source`` with each hidden block's lines made the body of a function that the block calls and then
+    deletes: a hidden test's names (its reference, its expected values) leave nothing in the kernel for a
+    later cell to read. Unchanged when a block cannot be moved (it would not compile)."""
+    lines, out, block = source.splitlines(), [], None
+    for line in lines:
+        if HIDDEN_BEGIN in line:
+            indent = line[:len(line) - len(line.lstrip())]
+            out.append(line)
+            block = []
+        elif HIDDEN_END in line and block is not None:
+            out += [f"{indent}def _course_hidden_tests():"]
+            out += [f"    {b}" if b.strip() else b for b in block] or [f"{indent}    pass"]
+            out += [f"{indent}try:", f"{indent}    _course_hidden_tests()",
+                    f"{indent}finally:", f"{indent}    del _course_hidden_tests", line]
+            block = None
+        elif block is not None:
+            block.append(line)
+        else:
+            out.append(line)
+    moved = "\n".join(out) + ("\n" if source.endswith("\n") else "")
+    try:
+        compile(moved, "<hidden tests>", "exec")
+    except SyntaxError:
+        return source
+    return moved
 
 
 class SurviveKernelDeath(Execute):
@@ -151,6 +213,10 @@ class SurviveKernelDeath(Execute):
                 client = await super().async_start_new_kernel_client()
                 if self.guard_hooks:
                     self._hooks_allowed = await self._guard("None")     # what a fresh kernel has hooked
+                    self._module_prints = await self._prints(first=True)
+                    if self._module_prints is None:
+                        self.log.warning("The course's modules could not be fingerprinted in a new kernel")
+                        self._module_prints = {}
                 return client
             except RuntimeError as error:    # nbclient has shut that kernel down and dropped its manager
                 if attempt == self.kernel_starts:
@@ -177,11 +243,41 @@ class SurviveKernelDeath(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self._skip_on_replay = set()
-        self._captures = []
+        self._captures, self._replaced = [], []
         nb, resources = super().preprocess(nb, resources, km)
         if self._captures:
             resources.setdefault("nbgrader", {})["hidden_test_captures"] = sorted(set(self._captures))
+        if self._replaced:
+            resources.setdefault("nbgrader", {})["replaced_modules"] = sorted(set(self._replaced))
         return nb, resources
+
+    async def _prints(self, first=False):
+        """MODULE_GUARD's digests of the course_utils modules in the kernel, {name: digest}."""
+        msg_id = self.kc.execute(MODULE_GUARD, silent=True, store_history=False,
+                                 user_expressions={"prints": f"_course_module_prints({first})"})
+        reply = await self.async_wait_for_reply(msg_id)
+        found = (reply or {}).get("content", {}).get("user_expressions", {}).get("prints", {})
+        try:
+            prints = ast.literal_eval(found["data"]["text/plain"])
+            return prints if isinstance(prints, dict) else {}
+        except (KeyError, ValueError, SyntaxError):
+            return None
+
+    def _check_modules(self, when):
+        """Compare the course_utils modules with what the kernel started with (or first showed): a module
+        replaced in sys.modules, or a function or tolerance changed in one, is recorded for FlagTampering."""
+        prints = run_sync(self._prints)()
+        if prints is None:
+            self._replaced.append(f"{when}: the course's modules could not be checked (the check's own code "
+                                  "was tampered with)")
+            return
+        for name, digest in prints.items():
+            known = self._module_prints.setdefault(name, digest)
+            if digest != known:
+                self._replaced.append(f"{when}: {name} was replaced or changed"
+                                      + (f" ({digest})" if digest.startswith("not a module") else ""))
+        for name in self._module_prints.keys() - prints.keys():
+            self._replaced.append(f"{when}: {name} was removed from sys.modules")
 
     async def _guard(self, allowed):
         """Run HOOK_GUARD silently in the kernel: it removes every hook not in ``allowed`` (the
@@ -196,14 +292,17 @@ class SurviveKernelDeath(Execute):
             return ["the kernel's hooks could not be checked (the check's own code was tampered with)"]
 
     def preprocess_cell(self, cell, resources, index):
-        if self.guard_hooks and cell.cell_type == "code" and has_hidden_tests(cell) \
-                and getattr(self, "kc", None) is not None:
+        hidden = cell.cell_type == "code" and has_hidden_tests(cell)
+        where = cell.metadata.get("nbgrader", {}).get("grade_id", f"#{index}")
+        guarded = self.guard_hooks and hidden and getattr(self, "kc", None) is not None
+        if guarded:
             found = run_sync(self._guard)(repr(self._hooks_allowed))
             if found:
-                where = cell.metadata.get("nbgrader", {}).get("grade_id", f"#{index}")
                 self._captures += [f"before cell {where}: {what}" for what in found]
+            self._check_modules(f"before cell {where}")
         try:
-            return super().preprocess_cell(cell, resources, index)
+            return self._run_hidden_in_function(cell, resources, index) if hidden \
+                else super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
             if len(self._skip_on_replay) >= self.max_kernel_deaths:
                 raise
@@ -214,6 +313,19 @@ class SurviveKernelDeath(Execute):
             self._skip_on_replay.add(index)
             self._restart_and_replay(index)
             return cell, self.resources
+        finally:
+            if guarded and getattr(self, "kc", None) is not None and index not in self._skip_on_replay:
+                self._check_modules(f"after cell {where}")      # a student's function it called
+
+    def _run_hidden_in_function(self, cell, resources, index):
+        """Execute ``cell`` with its hidden blocks inside a function (``hidden_in_function``); the cell
+        keeps its own source."""
+        source = cell.source
+        cell.source = hidden_in_function(source)
+        try:
+            return super().preprocess_cell(cell, resources, index)
+        finally:
+            cell.source = source
 
     def _restart_and_replay(self, upto):
         self._cleanup_kernel()
@@ -225,7 +337,9 @@ class SurviveKernelDeath(Execute):
                             for o in cell.get("outputs", []))
             if cell.cell_type == "code" and i not in self._skip_on_replay and not timed_out:
                 try:
-                    self.execute_cell(copy.deepcopy(cell), i, store_history=False)
+                    replayed = copy.deepcopy(cell)
+                    replayed.source = hidden_in_function(replayed.source)
+                    self.execute_cell(replayed, i, store_history=False)
                 except DeadKernelError:      # died again on replay: skip that cell from now on
                     self._skip_on_replay.add(i)
                     if len(self._skip_on_replay) >= self.max_kernel_deaths:
@@ -237,7 +351,15 @@ class SurviveKernelDeath(Execute):
 
 _SUSPECT_CALLS = {"setattr", "delattr", "exec", "eval", "compile", "globals", "vars", "__import__"}
 _SUSPECT_ATTRS = {"__setattr__", "__delattr__", "__dict__", "__code__", "__globals__", "__builtins__",
-                  "__defaults__", "__kwdefaults__", "__class__"}
+                  "__defaults__", "__kwdefaults__", "__class__", "__closure__",
+                  # frames: a function that walks up to its caller could read a check's expected value
+                  "f_locals", "f_globals", "f_back", "f_builtins", "tb_frame", "gi_frame", "cr_frame", "ag_frame"}
+# what no answer needs: the modules a kernel has loaded, its frames, the objects the garbage collector tracks
+_SUSPECT_NAMES = {"sys.modules", "sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile",
+                  "sys.addaudithook", "inspect.currentframe", "inspect.stack", "inspect.trace",
+                  "inspect.getouterframes", "inspect.getinnerframes", "traceback.walk_stack",
+                  "gc.get_referrers", "gc.get_referents", "gc.get_objects", "threading.settrace",
+                  "threading.setprofile"}
 
 
 def _root(node):
@@ -315,6 +437,11 @@ def tampering(cells):
                 for name, target in _imports(ast.Module(body=[node], type_ignores=[])).items():
                     if name in protected and protected[name] != target:
                         flag(node, f"rebinds `{name}` by an import")
+                    if target in _SUSPECT_NAMES:
+                        flag(node, f"imports `{target}`")
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and f"{modules.get(node.value.id)}.{node.attr}" in _SUSPECT_NAMES:
+                flag(node, f"uses `{modules[node.value.id]}.{node.attr}`")
             elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete, ast.For,
                                    ast.With, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 targets = (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else
@@ -416,7 +543,8 @@ class FlagTampering(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         reasons = tampering(nb.cells) + (quoted_hidden_tests(nb.cells) if self.scan_outputs else []) \
-            + [f"hooks that watch cells run, removed {c}" for c in resources["nbgrader"].get("hidden_test_captures", [])]
+            + [f"hooks that watch cells run, removed {c}" for c in resources["nbgrader"].get("hidden_test_captures", [])]\
+            + [f"the course's modules, {c}" for c in resources["nbgrader"].get("replaced_modules", [])]
         if not reasons:
             return nb, resources
         info = resources["nbgrader"]
