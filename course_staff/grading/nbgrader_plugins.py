@@ -148,6 +148,54 @@ def _course_module_prints(first):
     return prints
 """
 
+# run once in a new kernel, before any cell: an audit hook (sys.addaudithook: it cannot be removed) that refuses
+# frame and object-graph access from the notebook's own code -- a student's function that walks up to the hidden
+# test calling it (sys._getframe, a traceback's tb_frame, gc.get_referrers, ...) could read the expected value
+# or call the reference. Libraries do such things all the time (namedtuple, logging, torch): only a call made by
+# code outside the libraries and course_utils is refused, directly or through a helper that hands back the
+# caller's frames (inspect.currentframe, traceback.extract_stack, ...). ``_course_audit_found()`` lists them.
+AUDIT_HOOK = """
+def _course_audit():
+    import os, sys, course_utils
+    events = {"sys._getframe", "sys._current_frames", "gc.get_referrers", "gc.get_referents", "gc.get_objects",
+              "sys.settrace", "sys.setprofile", "object.__getattr__"}
+    frame_attrs = {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
+    helpers = {("inspect.py", name) for name in ("currentframe", "stack", "trace", "getouterframes", "getinnerframes")} \\
+        | {("traceback.py", name) for name in ("walk_stack", "extract_stack", "format_stack", "print_stack")} \\
+        | {("__init__.py", "<lambda>")}                      # logging.currentframe
+    libraries = tuple(os.path.join(p, "") for p in {sys.prefix, sys.base_prefix, os.path.realpath(sys.base_prefix),
+                                                     os.path.dirname(os.path.realpath(course_utils.__file__))})
+    found, busy = [], []
+    def notebook(code):          # a cell's code (or code a cell compiled), not a library's nor the grader's
+        name = code.co_filename
+        return not (name.startswith(libraries) or name.startswith(("<frozen", "<eval_with_key>"))
+                    or code.co_qualname.startswith("_course_"))
+    def hook(event, args):
+        if event not in events or busy or (event == "object.__getattr__" and args[1:2] and args[1] not in frame_attrs):
+            return
+        busy.append(event)
+        try:
+            frame, culprit = sys._getframe(1), None
+            for _ in range(4):
+                if frame is None:
+                    break
+                if notebook(frame.f_code):
+                    culprit = frame.f_code
+                    break
+                if (os.path.basename(frame.f_code.co_filename), frame.f_code.co_name) not in helpers:
+                    break
+                frame = frame.f_back
+        finally:
+            busy.pop()
+        if culprit is not None:
+            found.append(f"{event} from {culprit.co_name}()")
+            raise RuntimeError(f"{event} is not allowed in a graded notebook")
+    sys.addaudithook(hook)
+    return lambda: sorted(set(found))
+_course_audit_found = _course_audit()
+del _course_audit
+"""
+
 
 def has_hidden_tests(cell):
     return HIDDEN_BEGIN in cell.get("source", "")
@@ -205,6 +253,7 @@ class SurviveKernelDeath(Execute):
 
     max_kernel_deaths = Integer(3, help="Give up on a notebook after this many kernel deaths").tag(config=True)
     guard_hooks = Bool(True, help="Remove hooks that watch cells run before each hidden test").tag(config=True)
+    audit_frames = Bool(True, help="Refuse frame access from the notebook's code (an audit hook)").tag(config=True)
     kernel_starts = Integer(3, help="Tries to start a kernel that dies while starting").tag(config=True)
 
     async def async_start_new_kernel_client(self):
@@ -213,10 +262,11 @@ class SurviveKernelDeath(Execute):
                 client = await super().async_start_new_kernel_client()
                 if self.guard_hooks:
                     self._hooks_allowed = await self._guard("None")     # what a fresh kernel has hooked
-                    self._module_prints = await self._prints(first=True)
-                    if self._module_prints is None:
-                        self.log.warning("The course's modules could not be fingerprinted in a new kernel")
-                        self._module_prints = {}
+                    self._module_prints, audit = await self._prints(first=True)
+                    if self._module_prints is None or audit is None:
+                        self.log.warning("The course's modules could not be fingerprinted, or the audit hook "
+                                         "installed, in a new kernel")
+                        self._module_prints = self._module_prints or {}
                 return client
             except RuntimeError as error:    # nbclient has shut that kernel down and dropped its manager
                 if attempt == self.kernel_starts:
@@ -252,21 +302,30 @@ class SurviveKernelDeath(Execute):
         return nb, resources
 
     async def _prints(self, first=False):
-        """MODULE_GUARD's digests of the course_utils modules in the kernel, {name: digest}."""
-        msg_id = self.kc.execute(MODULE_GUARD, silent=True, store_history=False,
-                                 user_expressions={"prints": f"_course_module_prints({first})"})
+        """MODULE_GUARD's digests of the course_utils modules in the kernel, {name: digest}, and what the
+        audit hook refused so far (first=True: the hook is installed), or None where either cannot be read."""
+        code = MODULE_GUARD + (AUDIT_HOOK if first and self.audit_frames else "")
+        msg_id = self.kc.execute(code, silent=True, store_history=False,
+                                 user_expressions={"prints": f"_course_module_prints({first})",
+                                                   "audit": "_course_audit_found()" if self.audit_frames else "[]"})
         reply = await self.async_wait_for_reply(msg_id)
-        found = (reply or {}).get("content", {}).get("user_expressions", {}).get("prints", {})
-        try:
-            prints = ast.literal_eval(found["data"]["text/plain"])
-            return prints if isinstance(prints, dict) else {}
-        except (KeyError, ValueError, SyntaxError):
-            return None
+        found = (reply or {}).get("content", {}).get("user_expressions", {})
+        read = []
+        for key, kind in (("prints", dict), ("audit", list)):
+            try:
+                value = ast.literal_eval(found[key]["data"]["text/plain"])
+                read.append(value if isinstance(value, kind) else None)
+            except (KeyError, ValueError, SyntaxError):
+                read.append(None)
+        return tuple(read)
 
     def _check_modules(self, when):
         """Compare the course_utils modules with what the kernel started with (or first showed): a module
         replaced in sys.modules, or a function or tolerance changed in one, is recorded for FlagTampering."""
-        prints = run_sync(self._prints)()
+        prints, audit = run_sync(self._prints)()
+        if audit is None:
+            self._replaced.append(f"{when}: the audit of frame access could not be read (its reader was tampered with)")
+        self._replaced += [f"{when}: the notebook's code asked for frames or the object graph: {a}" for a in audit or []]
         if prints is None:
             self._replaced.append(f"{when}: the course's modules could not be checked (the check's own code "
                                   "was tampered with)")
@@ -467,6 +526,9 @@ def tampering(cells):
                 flag(node, f"uses `{node.attr}`")
             elif isinstance(node, ast.Name) and node.id == "__builtins__":
                 flag(node, "uses `__builtins__`")
+            elif isinstance(node, (ast.Name, ast.Attribute)) and \
+                    (node.id if isinstance(node, ast.Name) else node.attr).startswith("_course_"):
+                flag(node, "uses the grader's own names (`_course_...`)")
             elif isinstance(node, ast.NamedExpr) and node.target.id in protected:
                 flag(node, f"rebinds `{node.target.id}`")
     return reasons
