@@ -140,6 +140,10 @@ def _course_module_prints(first):
             if type(value) is types.FunctionType:
                 digest.update(repr((key, id(value), id(value.__code__), value.__defaults__)).encode())
                 digest.update(marshal.dumps(value.__code__))
+            elif isinstance(value, types.ModuleType) and value.__name__ == name + "." + key:
+                # a package's submodule, set when it is imported: counts only if it is not the one in sys.modules
+                if value is not sys.modules.get(value.__name__):
+                    digest.update(repr((key, "not the module in sys.modules")).encode())
             elif callable(value) or isinstance(value, types.ModuleType):
                 digest.update(repr((key, id(value))).encode())
             elif name in whole:
@@ -254,6 +258,8 @@ class SurviveKernelDeath(Execute):
     max_kernel_deaths = Integer(3, help="Give up on a notebook after this many kernel deaths").tag(config=True)
     guard_hooks = Bool(True, help="Remove hooks that watch cells run before each hidden test").tag(config=True)
     audit_frames = Bool(True, help="Refuse frame access from the notebook's code (an audit hook)").tag(config=True)
+    hidden_in_function = Bool(True, help="Run hidden blocks inside a function: no hidden name stays in the kernel"
+                              ).tag(config=True)
     kernel_starts = Integer(3, help="Tries to start a kernel that dies while starting").tag(config=True)
 
     async def async_start_new_kernel_client(self):
@@ -380,7 +386,7 @@ class SurviveKernelDeath(Execute):
         """Execute ``cell`` with its hidden blocks inside a function (``hidden_in_function``); the cell
         keeps its own source."""
         source = cell.source
-        cell.source = hidden_in_function(source)
+        cell.source = hidden_in_function(source) if self.hidden_in_function else source
         try:
             return super().preprocess_cell(cell, resources, index)
         finally:
@@ -397,7 +403,7 @@ class SurviveKernelDeath(Execute):
             if cell.cell_type == "code" and i not in self._skip_on_replay and not timed_out:
                 try:
                     replayed = copy.deepcopy(cell)
-                    replayed.source = hidden_in_function(replayed.source)
+                    replayed.source = hidden_in_function(replayed.source) if self.hidden_in_function else replayed.source
                     self.execute_cell(replayed, i, store_history=False)
                 except DeadKernelError:      # died again on replay: skip that cell from now on
                     self._skip_on_replay.add(i)
