@@ -122,7 +122,7 @@ _course_hook_found = _course_hook_guard()
 # that changes means a cell replaced a module in sys.modules or a function or tolerance in one.
 MODULE_GUARD = """
 def _course_module_prints(first):
-    import hashlib, marshal, os, sys, types
+    import hashlib, os, sys, types
     if first:
         import course_utils.checks
     whole = ("course_utils.checks", "course_utils.explore")     # every value counts, tolerances too
@@ -138,8 +138,10 @@ def _course_module_prints(first):
             if key.startswith("__"):
                 continue
             if type(value) is types.FunctionType:
-                digest.update(repr((key, id(value), id(value.__code__), value.__defaults__)).encode())
-                digest.update(marshal.dumps(value.__code__))
+                # (not marshal: its bytes vary with the reference counts of the constants)
+                digest.update(repr((key, id(value), id(value.__code__), value.__defaults__,
+                                    value.__code__.co_consts, value.__code__.co_names)).encode())
+                digest.update(value.__code__.co_code)
             elif isinstance(value, types.ModuleType) and value.__name__ == name + "." + key:
                 # a package's submodule, set when it is imported: counts only if it is not the one in sys.modules
                 if value is not sys.modules.get(value.__name__):
