@@ -178,7 +178,8 @@ def test_no_hidden_name_is_left_for_a_later_cell(graded):
         assert "HIDDEN VALUE _limit" in out, "negative control: hidden blocks at top level leave their names"
         return
     assert "HIDDEN VALUE" not in out and "not found: _limit" in out
-    assert graded["grades"]["reader"] == graded["grades"]["zed"] and "reader" not in graded["grades"].flagged
+    assert graded["grades"]["reader"] == graded["grades"]["zed"]
+    assert not any(g.startswith("test_") for g in graded["grades"].flagged.get("reader", []))
 
 
 @pytest.mark.slow
@@ -188,8 +189,7 @@ def test_the_honest_student_gets_full_marks_unflagged(graded):
     maxes = h.max_scores(graded["course"], LAB)
     assert {g: s for g, s in graded["grades"]["zed"].items() if g.startswith("test_")} == \
         {g: s for g, s in maxes.items() if g.startswith("test_")}
-    assert "zed" not in graded["grades"].flagged or not any(g.startswith("test_")
-                                                             for g in graded["grades"].flagged["zed"])
+    assert not any(g.startswith("test_") for g in graded["grades"].flagged.get("zed", []))   # written answers wait
 
 
 @pytest.mark.slow

@@ -9,11 +9,16 @@ StartKernelEarly  -- autograde, first sanitize step: starts the kernel Execute w
 SurviveKernelDeath -- autograde: a cell that kills the kernel (os._exit, a crash, out of memory)
                      scores like a failing cell instead of leaving the whole notebook ungraded;
                      a kernel that dies while starting is started again; before each cell with
-                     hidden tests, hooks that could watch it run are removed (and reported).
-FlagTampering     -- autograde: a notebook whose cells rebind the checks (``assert_close = ...``)
-                     or patch a module (``torch.allclose = ...``), whose kernel had hooks that watch
-                     cells run (SurviveKernelDeath removes them before each hidden test), or whose
-                     outputs quote a hidden test (blanked) is held at 0 for a TA's review.
+                     hidden tests, hooks that could watch it run are removed (and reported); hidden
+                     blocks run inside a function (no hidden name stays in the kernel); around each
+                     such cell the course_utils modules are compared with the kernel's start
+                     (MODULE_GUARD), and an audit hook refuses frame access from the notebook's
+                     code (AUDIT_HOOK); both are reported.
+FlagTampering     -- autograde: a notebook whose cells rebind the checks (``assert_close = ...``),
+                     patch a module (``torch.allclose = ...``) or reach for frames or sys.modules,
+                     whose kernel had hooks that watch cells run, a replaced course_utils module or
+                     refused frame access (SurviveKernelDeath's reports), or whose outputs quote a
+                     hidden test (blanked) is held at 0 for a TA's review.
 FlagWrittenAnswers -- autograde: every written answer waits for a TA ("needs manual grade"), a
                      blank one included (it keeps the 0 that nbgrader gives it).
 ReportNotebookProblems -- autograde, first: what is wrong with the submitted file (a pasted cell, a
