@@ -268,3 +268,23 @@ def test_to_array_refuses_look_alikes_and_converts_genuine_answers():
                         (np.arange(2), [0, 1]), (np.float32(0.5), 0.5), (3, 3), (True, 1), ([1.0, np.int64(2)], [1, 2]),
                         ((torch.tensor(1.0), 2.0), [1, 2])):
         assert to_array(good).tolist() == value
+
+
+def test_a_traceback_of_its_own_line_that_contains_another_cells_hidden_line_is_no_quote():
+    """A hidden line may contain another cell's hidden line (``_x = f(a)[0]`` and ``_x = f(a)``): a cell's own
+    traceback showing its line quotes nothing. Control: the same text in a plain output does count."""
+    import nbformat
+
+    from course_staff.grading.nbgrader_plugins import quoted_hidden_tests
+
+    def cell(hidden, outputs=()):
+        c = nbformat.v4.new_code_cell(f"x = 1\n### BEGIN HIDDEN TESTS\n{hidden}\n### END HIDDEN TESTS\n",
+                                      outputs=list(outputs))
+        c.metadata["nbgrader"] = {"grade_id": hidden[:5], "grade": True, "locked": True, "solution": False}
+        return c
+
+    longer = "_other = gae_per_token(_r, _v, _m)[0]"
+    error = nbformat.v4.new_output("error", ename="AnswerError", evalue="x", traceback=[f"---> 3 {longer}"])
+    assert quoted_hidden_tests([cell("_other = gae_per_token(_r, _v, _m)"), cell(longer, [error])]) == []
+    printed = nbformat.v4.new_output("stream", text=f"{longer}\n")
+    assert quoted_hidden_tests([cell("_other = gae_per_token(_r, _v, _m)"), cell("_y = 2 + 2 + 2 + 2 + 2", [printed])])

@@ -576,7 +576,9 @@ def quoted_hidden_tests(cells):
             for holder, key in _texts(output):
                 value = holder[key]
                 text = "\n".join(value) if isinstance(value, list) else value
-                allowed = set(hidden.get(index, ())) if key == "traceback" else set()
+                own = hidden.get(index, ()) if key == "traceback" else ()
+                # its own lines, and another cell's line that one of them contains (a traceback shows the whole line)
+                allowed = {line for line in everything if any(line in mine for mine in own)}
                 quoted = [line for line in everything - allowed if line in text]
                 if quoted:
                     holder[key] = [QUOTED] if isinstance(value, list) else QUOTED
