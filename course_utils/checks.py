@@ -10,7 +10,6 @@ object whose ``==`` is always true is rejected rather than trusted.
 """
 
 import contextlib
-import numbers
 import sys
 import warnings
 
@@ -82,27 +81,44 @@ def _fail_explained(name, lines, mistakes, matches, hint):
     _fail(name, "\n  ".join(lines))
 
 
+# the answer types a check converts, exactly these: an object that only looks like a tensor (its own numpy(),
+# detach(), __float__ or __iter__) is refused, since conversion would run its code inside the check
+_SCALARS = frozenset({int, float, bool} | {t for t in np.sctypeDict.values() if issubclass(t, (np.number, np.bool_))})
+_SEQUENCES = (list, tuple)
+
+
+def _genuine_tensor(value):
+    """True for a torch.Tensor or nn.Parameter (not a subclass of one's own, whose methods could run anything)."""
+    torch = sys.modules.get("torch")      # no torch imported: no tensor can exist
+    return torch is not None and type(value) in (torch.Tensor, torch.nn.Parameter)
+
+
 def to_array(value, name="your answer"):
-    """``value`` (tensor, array, number, list) as a float64 numpy array, or a clear AnswerError."""
+    """``value`` (tensor, array, number, list) as a float64 numpy array, or a clear AnswerError.
+
+    Only genuine types are converted: torch.Tensor (or nn.Parameter), numpy arrays, Python and numpy
+    numbers, and lists or tuples of these."""
     if value is None:
         _fail(name, "returned None -- did you forget the `return` statement?")
-    if hasattr(value, "detach") and hasattr(value, "cpu"):          # a torch tensor
+    if _genuine_tensor(value):
         value = value.detach().cpu()
         if value.dtype.is_complex:
             _fail(name, "returned a complex tensor; expected real numbers")
         value = value.double().numpy()
     if isinstance(value, _ndarray):
-        if value.dtype == object or not (np.issubdtype(value.dtype, np.number) or value.dtype == bool):
-            _fail(name, f"returned an array of {value.dtype}; expected numbers")
+        dtype = _ndarray.dtype.__get__(value)          # the array's own dtype, whatever a subclass claims
+        if dtype == object or not (np.issubdtype(dtype, np.number) or dtype == bool):
+            _fail(name, f"returned an array of {dtype}; expected numbers")
         return _array(value, dtype=_float64, subok=False)   # a plain copy: no subclass keeps its operators
-    if isinstance(value, (bool, numbers.Real)):
+    if type(value) in _SCALARS:
         return _asarray(float(value), dtype=_float64)
-    if isinstance(value, (list, tuple)):
+    if type(value) in _SEQUENCES:
         try:
             return _asarray([to_array(v, name) for v in value], dtype=_float64)
         except (ValueError, TypeError):
             _fail(name, "returned a ragged list; expected a rectangular array of numbers")
-    _fail(name, f"returned a {type(value).__name__}; expected a tensor, array or number")
+    _fail(name, f"returned a {type(value).__name__}; expected a torch.Tensor, a numpy array, a number, "
+                "or a list of these")
 
 
 def _fmt(a):

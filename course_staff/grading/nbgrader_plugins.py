@@ -9,11 +9,16 @@ StartKernelEarly  -- autograde, first sanitize step: starts the kernel Execute w
 SurviveKernelDeath -- autograde: a cell that kills the kernel (os._exit, a crash, out of memory)
                      scores like a failing cell instead of leaving the whole notebook ungraded;
                      a kernel that dies while starting is started again; before each cell with
-                     hidden tests, hooks that could watch it run are removed (and reported).
-FlagTampering     -- autograde: a notebook whose cells rebind the checks (``assert_close = ...``)
-                     or patch a module (``torch.allclose = ...``), whose kernel had hooks that watch
-                     cells run (SurviveKernelDeath removes them before each hidden test), or whose
-                     outputs quote a hidden test (blanked) is held at 0 for a TA's review.
+                     hidden tests, hooks that could watch it run are removed (and reported); hidden
+                     blocks run inside a function (no hidden name stays in the kernel); around each
+                     such cell the course_utils modules are compared with the kernel's start
+                     (MODULE_GUARD), and an audit hook refuses frame access from the notebook's
+                     code (AUDIT_HOOK); both are reported.
+FlagTampering     -- autograde: a notebook whose cells rebind the checks (``assert_close = ...``),
+                     patch a module (``torch.allclose = ...``) or reach for frames or sys.modules,
+                     whose kernel had hooks that watch cells run, a replaced course_utils module or
+                     refused frame access (SurviveKernelDeath's reports), or whose outputs quote a
+                     hidden test (blanked) is held at 0 for a TA's review.
 FlagWrittenAnswers -- autograde: every written answer waits for a TA ("needs manual grade"), a
                      blank one included (it keeps the 0 that nbgrader gives it).
 ReportNotebookProblems -- autograde, first: what is wrong with the submitted file (a pasted cell, a
@@ -114,6 +119,94 @@ def _course_hook_guard():
 _course_hook_found = _course_hook_guard()
 """
 
+# run silently in the kernel before and after each cell with hidden tests: ``_course_module_prints(first)``
+# is a digest of each course_utils module in sys.modules (the module object, and each function, class and
+# callable it holds: identity and bytecode; for the checks' own modules every value, their tolerances too).
+# first=True, at a kernel's start, imports course_utils.checks (numpy only) so that its original is known
+# before any cell runs; a module imported later is known from the first time a guard sees it. A digest
+# that changes means a cell replaced a module in sys.modules or a function or tolerance in one.
+MODULE_GUARD = """
+def _course_module_prints(first):
+    import hashlib, os, sys, types
+    if first:
+        import course_utils.checks
+    whole = ("course_utils.checks", "course_utils.explore")     # every value counts, tolerances too
+    prints = {}
+    for name, module in list(sys.modules.items()):
+        if name != "course_utils" and not name.startswith("course_utils."):
+            continue
+        if type(module) is not types.ModuleType:
+            prints[name] = "not a module: " + type(module).__name__
+            continue
+        digest = hashlib.sha256(repr((id(module), os.path.realpath(getattr(module, "__file__", "") or ""))).encode())
+        for key, value in sorted(module.__dict__.items()):
+            if key.startswith("__"):
+                continue
+            if type(value) is types.FunctionType:
+                # (not marshal: its bytes vary with the reference counts of the constants)
+                digest.update(repr((key, id(value), id(value.__code__), value.__defaults__,
+                                    value.__code__.co_consts, value.__code__.co_names)).encode())
+                digest.update(value.__code__.co_code)
+            elif isinstance(value, types.ModuleType) and value.__name__ == name + "." + key:
+                # a package's submodule, set when it is imported: counts only if it is not the one in sys.modules
+                if value is not sys.modules.get(value.__name__):
+                    digest.update(repr((key, "not the module in sys.modules")).encode())
+            elif callable(value) or isinstance(value, types.ModuleType):
+                digest.update(repr((key, id(value))).encode())
+            elif name in whole:
+                digest.update(repr((key, value)).encode())
+        prints[name] = digest.hexdigest()
+    return prints
+"""
+
+# run once in a new kernel, before any cell: an audit hook (sys.addaudithook: it cannot be removed) that refuses
+# frame and object-graph access from the notebook's own code -- a student's function that walks up to the hidden
+# test calling it (sys._getframe, a traceback's tb_frame, gc.get_referrers, ...) could read the expected value
+# or call the reference. Libraries do such things all the time (namedtuple, logging, torch): only a call made by
+# code outside the libraries and course_utils is refused, directly or through a helper that hands back the
+# caller's frames (inspect.currentframe, traceback.extract_stack, ...). ``_course_audit_found()`` lists them.
+AUDIT_HOOK = """
+def _course_audit():
+    import os, sys, course_utils
+    events = {"sys._getframe", "sys._current_frames", "gc.get_referrers", "gc.get_referents", "gc.get_objects",
+              "sys.settrace", "sys.setprofile", "object.__getattr__"}
+    frame_attrs = {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
+    helpers = {("inspect.py", name) for name in ("currentframe", "stack", "trace", "getouterframes", "getinnerframes")} \\
+        | {("traceback.py", name) for name in ("walk_stack", "extract_stack", "format_stack", "print_stack")} \\
+        | {("__init__.py", "<lambda>")}                      # logging.currentframe
+    libraries = tuple(os.path.join(p, "") for p in {sys.prefix, sys.base_prefix, os.path.realpath(sys.base_prefix),
+                                                     os.path.dirname(os.path.realpath(course_utils.__file__))})
+    found, busy = [], []
+    def notebook(code):          # a cell's code (or code a cell compiled), not a library's nor the grader's
+        name = code.co_filename
+        return not (name.startswith(libraries) or name.startswith(("<frozen", "<eval_with_key>"))
+                    or code.co_qualname.startswith("_course_"))
+    def hook(event, args):
+        if event not in events or busy or (event == "object.__getattr__" and args[1:2] and args[1] not in frame_attrs):
+            return
+        busy.append(event)
+        try:
+            frame, culprit = sys._getframe(1), None
+            for _ in range(4):
+                if frame is None:
+                    break
+                if notebook(frame.f_code):
+                    culprit = frame.f_code
+                    break
+                if (os.path.basename(frame.f_code.co_filename), frame.f_code.co_name) not in helpers:
+                    break
+                frame = frame.f_back
+        finally:
+            busy.pop()
+        if culprit is not None:
+            found.append(f"{event} from {culprit.co_name}()")
+            raise RuntimeError(f"{event} is not allowed in a graded notebook")
+    sys.addaudithook(hook)
+    return lambda: sorted(set(found))
+_course_audit_found = _course_audit()
+del _course_audit
+"""
+
 
 def has_hidden_tests(cell):
     return HIDDEN_BEGIN in cell.get("source", "")
@@ -131,6 +224,34 @@ def hidden_lines(cell, shortest=16, hidden=True):
     return lines
 
 
+def hidden_in_function(source):
+    """``source`` with each hidden block's lines made the body of a function that the block calls and then
+    deletes: a hidden test's names (its reference, its expected values) leave nothing in the kernel for a
+    later cell to read. Unchanged when a block cannot be moved (it would not compile)."""
+    lines, out, block = source.splitlines(), [], None
+    for line in lines:
+        if HIDDEN_BEGIN in line:
+            indent = line[:len(line) - len(line.lstrip())]
+            out.append(line)
+            block = []
+        elif HIDDEN_END in line and block is not None:
+            out += [f"{indent}def _course_hidden_tests():"]
+            out += [f"    {b}" if b.strip() else b for b in block] or [f"{indent}    pass"]
+            out += [f"{indent}try:", f"{indent}    _course_hidden_tests()",
+                    f"{indent}finally:", f"{indent}    del _course_hidden_tests", line]
+            block = None
+        elif block is not None:
+            block.append(line)
+        else:
+            out.append(line)
+    moved = "\n".join(out) + ("\n" if source.endswith("\n") else "")
+    try:
+        compile(moved, "<hidden tests>", "exec")
+    except SyntaxError:
+        return source
+    return moved
+
+
 class SurviveKernelDeath(Execute):
     """nbgrader's Execute (configured as ``c.Execute``), except that when a cell kills the kernel,
     that cell gets an error output, a new kernel replays the code cells above it (skipping cells
@@ -143,6 +264,9 @@ class SurviveKernelDeath(Execute):
 
     max_kernel_deaths = Integer(3, help="Give up on a notebook after this many kernel deaths").tag(config=True)
     guard_hooks = Bool(True, help="Remove hooks that watch cells run before each hidden test").tag(config=True)
+    audit_frames = Bool(True, help="Refuse frame access from the notebook's code (an audit hook)").tag(config=True)
+    hidden_in_function = Bool(True, help="Run hidden blocks inside a function: no hidden name stays in the kernel"
+                              ).tag(config=True)
     kernel_starts = Integer(3, help="Tries to start a kernel that dies while starting").tag(config=True)
 
     async def async_start_new_kernel_client(self):
@@ -151,6 +275,11 @@ class SurviveKernelDeath(Execute):
                 client = await super().async_start_new_kernel_client()
                 if self.guard_hooks:
                     self._hooks_allowed = await self._guard("None")     # what a fresh kernel has hooked
+                    self._module_prints, audit = await self._prints(first=True)
+                    if self._module_prints is None or audit is None:
+                        self.log.warning("The course's modules could not be fingerprinted, or the audit hook "
+                                         "installed, in a new kernel")
+                        self._module_prints = self._module_prints or {}
                 return client
             except RuntimeError as error:    # nbclient has shut that kernel down and dropped its manager
                 if attempt == self.kernel_starts:
@@ -177,11 +306,50 @@ class SurviveKernelDeath(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self._skip_on_replay = set()
-        self._captures = []
+        self._captures, self._replaced = [], []
         nb, resources = super().preprocess(nb, resources, km)
         if self._captures:
             resources.setdefault("nbgrader", {})["hidden_test_captures"] = sorted(set(self._captures))
+        if self._replaced:
+            resources.setdefault("nbgrader", {})["replaced_modules"] = sorted(set(self._replaced))
         return nb, resources
+
+    async def _prints(self, first=False):
+        """MODULE_GUARD's digests of the course_utils modules in the kernel, {name: digest}, and what the
+        audit hook refused so far (first=True: the hook is installed), or None where either cannot be read."""
+        code = MODULE_GUARD + (AUDIT_HOOK if first and self.audit_frames else "")
+        msg_id = self.kc.execute(code, silent=True, store_history=False,
+                                 user_expressions={"prints": f"_course_module_prints({first})",
+                                                   "audit": "_course_audit_found()" if self.audit_frames else "[]"})
+        reply = await self.async_wait_for_reply(msg_id)
+        found = (reply or {}).get("content", {}).get("user_expressions", {})
+        read = []
+        for key, kind in (("prints", dict), ("audit", list)):
+            try:
+                value = ast.literal_eval(found[key]["data"]["text/plain"])
+                read.append(value if isinstance(value, kind) else None)
+            except (KeyError, ValueError, SyntaxError):
+                read.append(None)
+        return tuple(read)
+
+    def _check_modules(self, when):
+        """Compare the course_utils modules with what the kernel started with (or first showed): a module
+        replaced in sys.modules, or a function or tolerance changed in one, is recorded for FlagTampering."""
+        prints, audit = run_sync(self._prints)()
+        if audit is None:
+            self._replaced.append(f"{when}: the audit of frame access could not be read (its reader was tampered with)")
+        self._replaced += [f"{when}: the notebook's code asked for frames or the object graph: {a}" for a in audit or []]
+        if prints is None:
+            self._replaced.append(f"{when}: the course's modules could not be checked (the check's own code "
+                                  "was tampered with)")
+            return
+        for name, digest in prints.items():
+            known = self._module_prints.setdefault(name, digest)
+            if digest != known:
+                self._replaced.append(f"{when}: {name} was replaced or changed"
+                                      + (f" ({digest})" if digest.startswith("not a module") else ""))
+        for name in self._module_prints.keys() - prints.keys():
+            self._replaced.append(f"{when}: {name} was removed from sys.modules")
 
     async def _guard(self, allowed):
         """Run HOOK_GUARD silently in the kernel: it removes every hook not in ``allowed`` (the
@@ -196,14 +364,17 @@ class SurviveKernelDeath(Execute):
             return ["the kernel's hooks could not be checked (the check's own code was tampered with)"]
 
     def preprocess_cell(self, cell, resources, index):
-        if self.guard_hooks and cell.cell_type == "code" and has_hidden_tests(cell) \
-                and getattr(self, "kc", None) is not None:
+        hidden = cell.cell_type == "code" and has_hidden_tests(cell)
+        where = cell.metadata.get("nbgrader", {}).get("grade_id", f"#{index}")
+        guarded = self.guard_hooks and hidden and getattr(self, "kc", None) is not None
+        if guarded:
             found = run_sync(self._guard)(repr(self._hooks_allowed))
             if found:
-                where = cell.metadata.get("nbgrader", {}).get("grade_id", f"#{index}")
                 self._captures += [f"before cell {where}: {what}" for what in found]
+            self._check_modules(f"before cell {where}")
         try:
-            return super().preprocess_cell(cell, resources, index)
+            return self._run_hidden_in_function(cell, resources, index) if hidden \
+                else super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
             if len(self._skip_on_replay) >= self.max_kernel_deaths:
                 raise
@@ -214,6 +385,19 @@ class SurviveKernelDeath(Execute):
             self._skip_on_replay.add(index)
             self._restart_and_replay(index)
             return cell, self.resources
+        finally:
+            if guarded and getattr(self, "kc", None) is not None and index not in self._skip_on_replay:
+                self._check_modules(f"after cell {where}")      # a student's function it called
+
+    def _run_hidden_in_function(self, cell, resources, index):
+        """Execute ``cell`` with its hidden blocks inside a function (``hidden_in_function``); the cell
+        keeps its own source."""
+        source = cell.source
+        cell.source = hidden_in_function(source) if self.hidden_in_function else source
+        try:
+            return super().preprocess_cell(cell, resources, index)
+        finally:
+            cell.source = source
 
     def _restart_and_replay(self, upto):
         self._cleanup_kernel()
@@ -225,7 +409,9 @@ class SurviveKernelDeath(Execute):
                             for o in cell.get("outputs", []))
             if cell.cell_type == "code" and i not in self._skip_on_replay and not timed_out:
                 try:
-                    self.execute_cell(copy.deepcopy(cell), i, store_history=False)
+                    replayed = copy.deepcopy(cell)
+                    replayed.source = hidden_in_function(replayed.source) if self.hidden_in_function else replayed.source
+                    self.execute_cell(replayed, i, store_history=False)
                 except DeadKernelError:      # died again on replay: skip that cell from now on
                     self._skip_on_replay.add(i)
                     if len(self._skip_on_replay) >= self.max_kernel_deaths:
@@ -237,7 +423,15 @@ class SurviveKernelDeath(Execute):
 
 _SUSPECT_CALLS = {"setattr", "delattr", "exec", "eval", "compile", "globals", "vars", "__import__"}
 _SUSPECT_ATTRS = {"__setattr__", "__delattr__", "__dict__", "__code__", "__globals__", "__builtins__",
-                  "__defaults__", "__kwdefaults__", "__class__"}
+                  "__defaults__", "__kwdefaults__", "__class__", "__closure__",
+                  # frames: a function that walks up to its caller could read a check's expected value
+                  "f_locals", "f_globals", "f_back", "f_builtins", "tb_frame", "gi_frame", "cr_frame", "ag_frame"}
+# what no answer needs: the modules a kernel has loaded, its frames, the objects the garbage collector tracks
+_SUSPECT_NAMES = {"sys.modules", "sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile",
+                  "sys.addaudithook", "inspect.currentframe", "inspect.stack", "inspect.trace",
+                  "inspect.getouterframes", "inspect.getinnerframes", "traceback.walk_stack",
+                  "gc.get_referrers", "gc.get_referents", "gc.get_objects", "threading.settrace",
+                  "threading.setprofile"}
 
 
 def _root(node):
@@ -315,6 +509,11 @@ def tampering(cells):
                 for name, target in _imports(ast.Module(body=[node], type_ignores=[])).items():
                     if name in protected and protected[name] != target:
                         flag(node, f"rebinds `{name}` by an import")
+                    if target in _SUSPECT_NAMES:
+                        flag(node, f"imports `{target}`")
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and f"{modules.get(node.value.id)}.{node.attr}" in _SUSPECT_NAMES:
+                flag(node, f"uses `{modules[node.value.id]}.{node.attr}`")
             elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete, ast.For,
                                    ast.With, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 targets = (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else
@@ -340,6 +539,9 @@ def tampering(cells):
                 flag(node, f"uses `{node.attr}`")
             elif isinstance(node, ast.Name) and node.id == "__builtins__":
                 flag(node, "uses `__builtins__`")
+            elif isinstance(node, (ast.Name, ast.Attribute)) and \
+                    (node.id if isinstance(node, ast.Name) else node.attr).startswith("_course_"):
+                flag(node, "uses the grader's own names (`_course_...`)")
             elif isinstance(node, ast.NamedExpr) and node.target.id in protected:
                 flag(node, f"rebinds `{node.target.id}`")
     return reasons
@@ -374,7 +576,9 @@ def quoted_hidden_tests(cells):
             for holder, key in _texts(output):
                 value = holder[key]
                 text = "\n".join(value) if isinstance(value, list) else value
-                allowed = set(hidden.get(index, ())) if key == "traceback" else set()
+                own = hidden.get(index, ()) if key == "traceback" else ()
+                # its own lines, and another cell's line that one of them contains (a traceback shows the whole line)
+                allowed = {line for line in everything if any(line in mine for mine in own)}
                 quoted = [line for line in everything - allowed if line in text]
                 if quoted:
                     holder[key] = [QUOTED] if isinstance(value, list) else QUOTED
@@ -416,7 +620,8 @@ class FlagTampering(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         reasons = tampering(nb.cells) + (quoted_hidden_tests(nb.cells) if self.scan_outputs else []) \
-            + [f"hooks that watch cells run, removed {c}" for c in resources["nbgrader"].get("hidden_test_captures", [])]
+            + [f"hooks that watch cells run, removed {c}" for c in resources["nbgrader"].get("hidden_test_captures", [])]\
+            + [f"the course's modules, {c}" for c in resources["nbgrader"].get("replaced_modules", [])]
         if not reasons:
             return nb, resources
         info = resources["nbgrader"]
