@@ -183,9 +183,8 @@ def test_no_hidden_name_is_left_for_a_later_cell(graded):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("graded", ["guarded"], indirect=True)    # the open run grades only the three above
 def test_the_honest_student_gets_full_marks_unflagged(graded):
-    if graded["mode"] == "open":
-        pytest.skip("graded with the defences on only")
     maxes = h.max_scores(graded["course"], LAB)
     assert {g: s for g, s in graded["grades"]["zed"].items() if g.startswith("test_")} == \
         {g: s for g, s in maxes.items() if g.startswith("test_")}
@@ -193,11 +192,10 @@ def test_the_honest_student_gets_full_marks_unflagged(graded):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("graded", ["guarded"], indirect=True)    # the open run grades only the three above
 def test_look_alike_answers_and_stubs_get_nothing(graded):
     """A float subclass that reads the hidden value when converted; split parts that pay for stubs; a 'given
     your own V' of 1e300 (the reviewer's attacks of this round, 1 point each before)."""
-    if graded["mode"] == "open":
-        pytest.skip("graded with the defences on only")
     g = graded["grades"]
     assert g["lazy"]["test_concept_entropy_limit"] == 0 and g["lazy"]["test_concept_kl_limit"] == 0
     assert g["stubs"]["test_tilted_optimum_inputs"] == 0 and g["stubs"]["test_token_level_optimum_inputs"] == 0
