@@ -119,7 +119,7 @@ def _course_hook_guard():
 _course_hook_found = _course_hook_guard()
 """
 
-# run silently in the kernel before and after each cell with hidden tests: ``_course_module_prints(first)``
+# run silently in the kernel before each cell with hidden tests and after the last: ``_course_module_prints(first)``
 # is a digest of each course_utils module in sys.modules (the module object, and each function, class and
 # callable it holds: identity and bytecode; for the checks' own modules every value, their tolerances too).
 # first=True, at a kernel's start, imports course_utils.checks (numpy only) so that its original is known
@@ -307,6 +307,8 @@ class SurviveKernelDeath(Execute):
     def preprocess(self, nb, resources=None, km=None):
         self._skip_on_replay = set()
         self._captures, self._replaced = [], []
+        self._last_hidden = max((i for i, c in enumerate(nb.cells) if c.cell_type == "code" and has_hidden_tests(c)),
+                                default=None)
         nb, resources = super().preprocess(nb, resources, km)
         if self._captures:
             resources.setdefault("nbgrader", {})["hidden_test_captures"] = sorted(set(self._captures))
@@ -314,17 +316,22 @@ class SurviveKernelDeath(Execute):
             resources.setdefault("nbgrader", {})["replaced_modules"] = sorted(set(self._replaced))
         return nb, resources
 
-    async def _prints(self, first=False):
-        """MODULE_GUARD's digests of the course_utils modules in the kernel, {name: digest}, and what the
-        audit hook refused so far (first=True: the hook is installed), or None where either cannot be read."""
+    async def _prints(self, first=False, hooks_allowed=None):
+        """One silent request: MODULE_GUARD's digests of the course_utils modules in the kernel, {name: digest},
+        and what the audit hook refused so far (first=True: the hook is installed), each None where it cannot
+        be read; with ``hooks_allowed`` (see ``_guard``) HOOK_GUARD runs in the same request and its list of
+        removed hooks comes third (a round trip to the kernel costs more than the three checks together)."""
         code = MODULE_GUARD + (AUDIT_HOOK if first and self.audit_frames else "")
-        msg_id = self.kc.execute(code, silent=True, store_history=False,
-                                 user_expressions={"prints": f"_course_module_prints({first})",
-                                                   "audit": "_course_audit_found()" if self.audit_frames else "[]"})
+        expressions = {"prints": f"_course_module_prints({first})",
+                       "audit": "_course_audit_found()" if self.audit_frames else "[]"}
+        if hooks_allowed is not None:
+            code = f"{HOOK_GUARD}\ndel _course_hook_guard\n" + code
+            expressions["found"] = f"_course_hook_found({hooks_allowed})"
+        msg_id = self.kc.execute(code, silent=True, store_history=False, user_expressions=expressions)
         reply = await self.async_wait_for_reply(msg_id)
         found = (reply or {}).get("content", {}).get("user_expressions", {})
         read = []
-        for key, kind in (("prints", dict), ("audit", list)):
+        for key, kind in (("prints", dict), ("audit", list), ("found", list))[:len(expressions)]:
             try:
                 value = ast.literal_eval(found[key]["data"]["text/plain"])
                 read.append(value if isinstance(value, kind) else None)
@@ -332,10 +339,10 @@ class SurviveKernelDeath(Execute):
                 read.append(None)
         return tuple(read)
 
-    def _check_modules(self, when):
-        """Compare the course_utils modules with what the kernel started with (or first showed): a module
-        replaced in sys.modules, or a function or tolerance changed in one, is recorded for FlagTampering."""
-        prints, audit = run_sync(self._prints)()
+    def _check_modules(self, when, prints, audit):
+        """Compare the course_utils modules' digests ``prints`` with what the kernel started with (or first
+        showed): a module replaced in sys.modules, or a function or tolerance changed in one, is recorded for
+        FlagTampering, with what the audit hook refused (``audit``)."""
         if audit is None:
             self._replaced.append(f"{when}: the audit of frame access could not be read (its reader was tampered with)")
         self._replaced += [f"{when}: the notebook's code asked for frames or the object graph: {a}" for a in audit or []]
@@ -367,11 +374,13 @@ class SurviveKernelDeath(Execute):
         hidden = cell.cell_type == "code" and has_hidden_tests(cell)
         where = cell.metadata.get("nbgrader", {}).get("grade_id", f"#{index}")
         guarded = self.guard_hooks and hidden and getattr(self, "kc", None) is not None
-        if guarded:
-            found = run_sync(self._guard)(repr(self._hooks_allowed))
+        if guarded:     # hooks, modules and frame access in one request: what the cells before this one did
+            prints, audit, found = run_sync(self._prints)(hooks_allowed=repr(self._hooks_allowed))
+            if found is None:
+                found = ["the kernel's hooks could not be checked (the check's own code was tampered with)"]
             if found:
                 self._captures += [f"before cell {where}: {what}" for what in found]
-            self._check_modules(f"before cell {where}")
+            self._check_modules(f"before cell {where}", prints, audit)
         try:
             return self._run_hidden_in_function(cell, resources, index) if hidden \
                 else super().preprocess_cell(cell, resources, index)
@@ -386,8 +395,11 @@ class SurviveKernelDeath(Execute):
             self._restart_and_replay(index)
             return cell, self.resources
         finally:
-            if guarded and getattr(self, "kc", None) is not None and index not in self._skip_on_replay:
-                self._check_modules(f"after cell {where}")      # a student's function it called
+            # what a student's function called by a hidden test did shows before the next hidden cell; after
+            # the last, here
+            if guarded and index == self._last_hidden and getattr(self, "kc", None) is not None \
+                    and index not in self._skip_on_replay:
+                self._check_modules(f"after cell {where}", *run_sync(self._prints)())
 
     def _run_hidden_in_function(self, cell, resources, index):
         """Execute ``cell`` with its hidden blocks inside a function (``hidden_in_function``); the cell
