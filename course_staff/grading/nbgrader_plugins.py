@@ -274,12 +274,13 @@ class SurviveKernelDeath(Execute):
             try:
                 client = await super().async_start_new_kernel_client()
                 if self.guard_hooks:
-                    self._hooks_allowed = await self._guard("None")     # what a fresh kernel has hooked
-                    self._module_prints, audit = await self._prints(first=True)
-                    if self._module_prints is None or audit is None:
-                        self.log.warning("The course's modules could not be fingerprinted, or the audit hook "
-                                         "installed, in a new kernel")
-                        self._module_prints = self._module_prints or {}
+                    # what a fresh kernel has hooked, its modules' digests, the audit hook installed: one request
+                    self._module_prints, audit, self._hooks_allowed = await self._prints(first=True,
+                                                                                         hooks_allowed="None")
+                    if self._module_prints is None or audit is None or self._hooks_allowed is None:
+                        self.log.warning("The course's modules could not be fingerprinted, the audit hook "
+                                         "installed, or the hooks listed, in a new kernel")
+                        self._module_prints, self._hooks_allowed = self._module_prints or {}, self._hooks_allowed or []
                 return client
             except RuntimeError as error:    # nbclient has shut that kernel down and dropped its manager
                 if attempt == self.kernel_starts:
@@ -319,25 +320,27 @@ class SurviveKernelDeath(Execute):
     async def _prints(self, first=False, hooks_allowed=None):
         """One silent request: MODULE_GUARD's digests of the course_utils modules in the kernel, {name: digest},
         and what the audit hook refused so far (first=True: the hook is installed), each None where it cannot
-        be read; with ``hooks_allowed`` (see ``_guard``) HOOK_GUARD runs in the same request and its list of
-        removed hooks comes third (a round trip to the kernel costs more than the three checks together)."""
+        be read; with ``hooks_allowed`` (the repr of a fresh kernel's list of hooks, or "None" for that list)
+        HOOK_GUARD runs in the same request: it removes every hook not in that list, and what it removed (with
+        "None": the hooks there are) comes third. One request, as a round trip to the kernel costs more than
+        the three checks together."""
         code = MODULE_GUARD + (AUDIT_HOOK if first and self.audit_frames else "")
         expressions = {"prints": f"_course_module_prints({first})",
                        "audit": "_course_audit_found()" if self.audit_frames else "[]"}
-        if hooks_allowed is not None:
+        if hooks_allowed is not None:       # evaluated first: the hooks as they are before the digests' imports
             code = f"{HOOK_GUARD}\ndel _course_hook_guard\n" + code
-            expressions["found"] = f"_course_hook_found({hooks_allowed})"
+            expressions = {"found": f"_course_hook_found({hooks_allowed})", **expressions}
         msg_id = self.kc.execute(code, silent=True, store_history=False, user_expressions=expressions)
         reply = await self.async_wait_for_reply(msg_id)
         found = (reply or {}).get("content", {}).get("user_expressions", {})
-        read = []
-        for key, kind in (("prints", dict), ("audit", list), ("found", list))[:len(expressions)]:
+        read = {}
+        for key, kind in (("prints", dict), ("audit", list), ("found", list)):
             try:
                 value = ast.literal_eval(found[key]["data"]["text/plain"])
-                read.append(value if isinstance(value, kind) else None)
+                read[key] = value if isinstance(value, kind) else None
             except (KeyError, ValueError, SyntaxError):
-                read.append(None)
-        return tuple(read)
+                read[key] = None
+        return (read["prints"], read["audit"]) + ((read["found"],) if hooks_allowed is not None else ())
 
     def _check_modules(self, when, prints, audit):
         """Compare the course_utils modules' digests ``prints`` with what the kernel started with (or first
@@ -357,18 +360,6 @@ class SurviveKernelDeath(Execute):
                                       + (f" ({digest})" if digest.startswith("not a module") else ""))
         for name in self._module_prints.keys() - prints.keys():
             self._replaced.append(f"{when}: {name} was removed from sys.modules")
-
-    async def _guard(self, allowed):
-        """Run HOOK_GUARD silently in the kernel: it removes every hook not in ``allowed`` (the
-        repr of a fresh kernel's list) and returns what it removed; with "None", the hooks there are."""
-        msg_id = self.kc.execute(f"{HOOK_GUARD}\ndel _course_hook_guard", silent=True, store_history=False,
-                                 user_expressions={"found": f"_course_hook_found({allowed})"})
-        reply = await self.async_wait_for_reply(msg_id)
-        found = (reply or {}).get("content", {}).get("user_expressions", {}).get("found", {})
-        try:
-            return ast.literal_eval(found["data"]["text/plain"])
-        except (KeyError, ValueError, SyntaxError):
-            return ["the kernel's hooks could not be checked (the check's own code was tampered with)"]
 
     def preprocess_cell(self, cell, resources, index):
         hidden = cell.cell_type == "code" and has_hidden_tests(cell)
